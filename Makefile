@@ -1,0 +1,38 @@
+# Two set-up commands: `make demo` (main job on the embedded default) and `make test` (whole suite).
+PYTHON ?= python3.11
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export PREFECT_SERVER_ANALYTICS_ENABLED := false
+export RAY_AUTH_MODE := token
+export HF_HUB_OFFLINE := 1
+
+.PHONY: venv demo test test-fast docker-up docker-down clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# torch first: the pinned CPU build (an unpinned torch pulls a multi-GB CUDA build)
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e ".[train,dev]"
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m graph_planner.demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not docker and not slow and not ray"
+
+docker-up:
+	bash scripts/docker-up.sh
+
+docker-down:
+	bash scripts/docker-down.sh
+
+clean:
+	rm -rf $(VENV) runs prepared .pytest_cache

@@ -1,0 +1,88 @@
+"""Typer options shared by every `gp` command that takes a run config, and their mapping to dotted keys.
+
+A command declares ``**CONFIG_OPTIONS``-style parameters by using the annotated aliases below, then calls
+:func:`config_from_cli` with its locals. Only flags the user actually gave (value is not None) become overrides,
+so defaults < YAML < CLI holds, and ``--yaml-only`` can log each ignored name.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Mapping, Optional
+
+import typer
+
+from graph_planner.config.loader import load_run_config, parse_set_override
+from graph_planner.config.schema import RunConfig
+
+ConfigFile = Annotated[Optional[Path], typer.Option("--config-file", "-c", help="Run config YAML.")]
+YamlOnly = Annotated[bool, typer.Option("--yaml-only", help="Use only the YAML file (CLI flags are logged, ignored).")]
+SetItems = Annotated[
+    Optional[list[str]], typer.Option("--set", help="Dotted override, repeatable: --set training.lr=1e-6")
+]
+PrintConfig = Annotated[bool, typer.Option("--print-config", help="Print the resolved config and exit.")]
+WandbOffline = Annotated[Optional[bool], typer.Option("--wandb-offline/--wandb-online", help="W&B offline mode.")]
+Dataset = Annotated[Optional[str], typer.Option("--dataset", help="Dataset JSONL or prepared dataset dir.")]
+ModelPath = Annotated[Optional[str], typer.Option("--model-path", help="Planner checkpoint path or 'toy'.")]
+CgmModelPath = Annotated[Optional[str], typer.Option("--cgm-model-path", help="CGM checkpoint / model name.")]
+Agent = Annotated[Optional[str], typer.Option("--agent", help="planner | cgm")]
+DockerManifest = Annotated[Optional[str], typer.Option("--docker-manifest", help="Image manifest file.")]
+PrepullContainers = Annotated[Optional[bool], typer.Option("--prepull-containers/--no-prepull-containers")]
+DisableCgm = Annotated[Optional[bool], typer.Option("--disable-cgm-synthesis/--enable-cgm-synthesis")]
+RunName = Annotated[Optional[str], typer.Option("--run-name", help="Run directory name.")]
+OutputDir = Annotated[Optional[str], typer.Option("--output-dir", help="Root of run directories.")]
+Seed = Annotated[Optional[int], typer.Option("--seed")]
+SandboxBackend = Annotated[Optional[str], typer.Option("--sandbox", help="local | docker | r2egym")]
+
+#: CLI parameter name -> dotted config key. ``dataset`` is mapped per command (train vs eval).
+FLAG_TO_KEY: dict[str, str] = {
+    "model_path": "paths.planner_model",
+    "cgm_model_path": "paths.cgm_model",
+    "agent": "experiment.agent",
+    "docker_manifest": "env.docker_manifest",
+    "prepull_containers": "env.prepull_containers",
+    "disable_cgm_synthesis": "env.disable_cgm_synthesis",
+    "run_name": "experiment.run_name",
+    "output_dir": "logging.output_dir",
+    "seed": "experiment.seed",
+    "sandbox": "backends.sandbox",
+}
+#: Parameters that are not config values.
+NOT_CONFIG = {"config_file", "yaml_only", "set_items", "print_config", "wandb_offline"}
+
+
+def cli_overrides(params: Mapping[str, Any], extra_map: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Dotted overrides from the flags a user gave (None = not given); --set items come last and win."""
+    mapping = {**FLAG_TO_KEY, **(extra_map or {})}
+    overrides: dict[str, Any] = {}
+    for name, value in params.items():
+        if name in NOT_CONFIG or value is None or name not in mapping:
+            continue
+        overrides[mapping[name]] = value
+    for item in params.get("set_items") or []:
+        key, value = parse_set_override(item)
+        overrides[key] = value
+    return overrides
+
+
+def config_from_cli(
+    params: Mapping[str, Any], extra_map: Mapping[str, str] | None = None, write: bool = True
+) -> RunConfig:
+    """Resolve the run config for a command; with --print-config print the YAML and exit 0."""
+    from graph_planner.config.loader import ConfigError, dump_config_yaml
+
+    try:
+        config = load_run_config(
+            config_file=params.get("config_file"),
+            cli_overrides=cli_overrides(params, extra_map),
+            yaml_only=bool(params.get("yaml_only")),
+            wandb_offline=params.get("wandb_offline"),
+            write=write and not params.get("print_config"),
+        )
+    except ConfigError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if params.get("print_config"):
+        typer.echo(dump_config_yaml(config), nl=False)
+        raise typer.Exit(0)
+    return config

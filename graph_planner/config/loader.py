@@ -1,0 +1,178 @@
+"""Build the run config: built-in defaults < YAML file < CLI flags (or YAML only), then write it to the run dir."""
+
+from __future__ import annotations
+
+import copy
+import logging
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+from pydantic import SecretStr, ValidationError
+
+from graph_planner.config.schema import RunConfig
+
+log = logging.getLogger(__name__)
+
+#: CLI names that still count under --yaml-only.
+YAML_ONLY_ALLOWED = {"config_file", "yaml_only", "wandb_offline"}
+#: Dotted paths of secrets: never written to disk, never sent to trackers.
+SECRET_PATHS = ("logging.wandb.api_key", "data.hf_token")
+RESOLVED_NAME = "resolved_config.yaml"
+
+
+class ConfigError(ValueError):
+    """A config value is wrong; the message names the key and the file it came from."""
+
+
+def parse_set_override(item: str) -> tuple[str, Any]:
+    """Parse one ``--set a.b.c=value`` item; the value is read as YAML (numbers, bools, lists)."""
+    if "=" not in item:
+        raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. --set training.lr=1e-6")
+    key, raw = item.split("=", 1)
+    key = key.strip()
+    if not key:
+        raise ConfigError(f"--set {item!r}: empty key")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key, value
+
+
+def set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    """Assign ``value`` at ``dotted`` inside a nested dict; verl_overrides keeps the rest of the key verbatim."""
+    parts = dotted.split(".")
+    if parts[0] == "verl_overrides" and len(parts) > 1:
+        tree.setdefault("verl_overrides", {})[".".join(parts[1:])] = value
+        return
+    node = tree
+    for part in parts[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = {}
+            node[part] = child
+        node = child
+    node[parts[-1]] = value
+
+
+def deep_merge(base: dict[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
+    """Recursive dict merge; ``verl_overrides`` keys merge flat, values in ``update`` win."""
+    out = copy.deepcopy(base)
+    for key, value in update.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """Read a YAML mapping with safe_load; errors name the file."""
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: top level must be a mapping of sections, got {type(data).__name__}")
+    return data
+
+
+def _validation_message(exc: ValidationError, source: str) -> str:
+    lines = [f"invalid run config ({source}):"]
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"]) or "<root>"
+        if err["type"] == "extra_forbidden":
+            lines.append(f"  {key}: unknown key")
+        else:
+            lines.append(f"  {key}: {err['msg']} (got {err.get('input')!r})")
+    return "\n".join(lines)
+
+
+def validate_tree(tree: Mapping[str, Any], source: str) -> RunConfig:
+    try:
+        return RunConfig.model_validate(tree)
+    except ValidationError as exc:
+        raise ConfigError(_validation_message(exc, source)) from None
+
+
+def load_run_config(
+    config_file: str | Path | None = None,
+    cli_overrides: Mapping[str, Any] | None = None,
+    yaml_only: bool = False,
+    wandb_offline: bool | None = None,
+    write: bool = False,
+) -> RunConfig:
+    """Merge defaults < YAML < CLI into one validated RunConfig.
+
+    ``cli_overrides`` maps dotted keys to values for every flag the user actually gave. Under ``yaml_only``
+    they are ignored (each one logged) except ``--wandb-offline``. With ``write`` the merged config is written
+    to ``<output_dir>/<run_name>/resolved_config.yaml`` and the two ``resolved_*`` fields are filled in.
+    """
+    tree: dict[str, Any] = {}
+    source = "built-in defaults"
+    if config_file is not None:
+        path = Path(config_file)
+        file_tree = read_yaml(path)
+        validate_tree(file_tree, str(path))  # errors name the file before CLI values are mixed in
+        tree = deep_merge(tree, file_tree)
+        source = str(path)
+    overrides = dict(cli_overrides or {})
+    if yaml_only and overrides:
+        for name in sorted(overrides):
+            log.warning("--yaml-only: ignoring CLI setting %s=%r", name, overrides[name])
+        overrides = {}
+    if overrides:
+        source = f"{source} + CLI flags"
+        for dotted, value in overrides.items():
+            set_dotted(tree, dotted, value)
+    if wandb_offline is not None:
+        set_dotted(tree, "logging.wandb.offline", wandb_offline)
+        if wandb_offline:
+            set_dotted(tree, "logging.wandb.enabled", True)
+    config = validate_tree(tree, source)
+    run_dir = Path(config.logging.output_dir) / config.run_name
+    config.resolved_run_dir = str(run_dir)
+    config.resolved_config_path = str(run_dir / RESOLVED_NAME)
+    if write:
+        write_resolved_config(config)
+    return config
+
+
+def config_to_dict(config: RunConfig) -> dict[str, Any]:
+    """Plain dict of the config with secrets removed (safe for files, trackers and logs)."""
+    data = config.model_dump(mode="python")
+    for dotted in SECRET_PATHS:
+        node = data
+        parts = dotted.split(".")
+        for part in parts[:-1]:
+            node = node[part]
+        node[parts[-1]] = None
+    return _plain(data)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, SecretStr):
+        return None
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def dump_config_yaml(config: RunConfig) -> str:
+    return yaml.safe_dump(config_to_dict(config), sort_keys=False)
+
+
+def write_resolved_config(config: RunConfig) -> Path:
+    """Write the secret-free merged config; reloading it with --yaml-only gives the same config."""
+    assert config.resolved_config_path is not None
+    path = Path(config.resolved_config_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(dump_config_yaml(config), encoding="utf-8")
+    return path

@@ -1,0 +1,284 @@
+"""Pydantic schema of the one run configuration (seed 000 sections), shared by every `gp` command and flow.
+
+Every field carries its default and a one-line description; unknown keys are errors (``extra="forbid"``),
+penalties are non-negative numbers that the environment *subtracts*.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+
+class Section(BaseModel):
+    """Base for every config section: unknown keys are rejected, values re-validated on assignment."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ExperimentConfig(Section):
+    name: str = Field("graph-planner", description="Experiment name; also the default run name.")
+    run_name: str | None = Field(None, description="Run directory name under logging.output_dir (default: name).")
+    seed: int = Field(42, description="Global random seed (data order, sampling, model init).")
+    agent: Literal["planner", "cgm"] = Field(
+        "planner", description="planner = planner + synthesiser; cgm = the synthesiser alone on the task."
+    )
+    notes: str = Field("", description="Free text stored with the run.")
+
+
+class PathsConfig(Section):
+    data_dir: str = Field("prepared/sample", description="Prepared dataset directory (train.jsonl, val.jsonl, ...).")
+    dataset_train: str | None = Field(None, description="Training JSONL (default: <data_dir>/train.jsonl).")
+    dataset_val: str | None = Field(None, description="Validation JSONL (default: <data_dir>/val.jsonl).")
+    dataset_eval: str | None = Field(None, description="Evaluation JSONL or prepared dir used by `gp eval`.")
+    planner_model: str = Field("toy", description="Planner checkpoint path / HF id, or 'toy' for the built-in toy LM.")
+    planner_tokenizer: str | None = Field(None, description="Tokenizer path (default: planner_model).")
+    cgm_model: str | None = Field(None, description="CGM / synthesiser checkpoint path or served model name.")
+    cgm_tokenizer: str | None = Field(None, description="CGM tokenizer path (default: cgm_model).")
+
+
+class BackendsConfig(Section):
+    planner_backend: Literal["toy", "hf", "openai", "rule"] = Field(
+        "toy", description="Where planner turns come from: toy LM, local HF model, OpenAI-compatible HTTP, rules."
+    )
+    planner_endpoint: str | None = Field(None, description="Base URL of an OpenAI-compatible server (planner).")
+    planner_api_key_env: str = Field("PLANNER_API_KEY", description="Env var holding the planner API key.")
+    cgm_backend: Literal["cgm", "llm", "hf", "none", "gold"] = Field(
+        "none", description="Patch synthesiser: CGM HTTP, OpenAI-compatible LLM, local HF, none, or gold (diagnostic)."
+    )
+    cgm_endpoint: str | None = Field(None, description="URL of the CGM /generate service or LLM base URL.")
+    cgm_api_key_env: str = Field("CGM_API_KEY", description="Env var holding the synthesiser API key.")
+    sandbox: Literal["local", "docker", "r2egym"] = Field(
+        "local", description="Sandbox backend; a failing backend is an error, never a silent fallback."
+    )
+    dtype: Literal["float32", "bfloat16", "float16", "auto"] = Field("float32", description="Model dtype.")
+    device_map_planner: str = Field("auto", description="HF device map for the planner.")
+    device_map_cgm: str = Field("auto", description="HF device map for the synthesiser.")
+    max_gpu_memory: str | None = Field(None, description="Per-GPU memory cap passed to HF (e.g. '70GiB').")
+
+
+class SamplingConfig(Section):
+    temperature: float = Field(0.7, ge=0.0, description="Sampling temperature (0 = greedy).")
+    top_p: float = Field(0.95, gt=0.0, le=1.0, description="Nucleus sampling mass.")
+    top_k: int = Field(0, ge=0, description="Top-k cut (0 = off).")
+    max_new_tokens: int = Field(512, ge=1, description="Tokens generated per turn.")
+    repetition_penalty: float = Field(1.0, gt=0.0, description="HF repetition penalty.")
+    do_sample: bool = Field(True, description="Sample (true) or decode greedily (false).")
+    stop_on_invalid_json: bool = Field(False, description="End the turn at the first unparsable action.")
+    stop: list[str] = Field(default_factory=list, description="Stop strings.")
+    stop_ids: list[int] = Field(default_factory=list, description="Stop token ids.")
+
+
+class CGMGenerationConfig(SamplingConfig):
+    temperature: float = Field(0.2, ge=0.0, description="Synthesiser temperature.")
+    max_new_tokens: int = Field(2048, ge=1, description="Tokens per synthesised patch.")
+    num_return_sequences: int = Field(1, ge=1, description="Candidate patches per repair request.")
+    timeout_s: float = Field(120.0, gt=0, description="HTTP timeout of one synthesis request.")
+
+
+class TrainingConfig(Section):
+    backend: Literal["local", "verl"] = Field("local", description="local = one-process GRPO; verl = Ray job.")
+    total_epochs: int = Field(1, ge=1, description="Passes over the training data.")
+    total_steps: int = Field(4, ge=1, description="Optimiser steps (upper bound across epochs).")
+    train_batch_size: int = Field(2, ge=1, description="Tasks (prompts) per GRPO step.")
+    group_size: int = Field(4, ge=1, description="Rollouts per task (verl rollout.n).")
+    ppo_mini_batch_size: int = Field(2, ge=1, description="Tasks per policy update mini-batch (verl).")
+    grad_accum_steps: int = Field(1, ge=1, description="Micro-batches accumulated per optimiser step.")
+    precision: Literal["fp32", "bf16", "fp16"] = Field("fp32", description="Training precision.")
+    lr: float = Field(1e-5, gt=0, description="AdamW learning rate.")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+    warmup_steps: int = Field(0, ge=0, description="Linear warm-up steps.")
+    gradient_checkpointing: bool = Field(False, description="Enable gradient checkpointing where supported.")
+    clip_grad_norm: float = Field(1.0, gt=0, description="Max global grad norm.")
+    kl_coef: float = Field(0.0, ge=0, description="KL-to-reference coefficient (0 = no reference model).")
+    entropy_coef: float = Field(0.0, ge=0, description="Entropy bonus coefficient.")
+    clip_ratio_low: float = Field(0.2, gt=0, description="PPO clip epsilon (lower).")
+    clip_ratio_high: float = Field(0.28, gt=0, description="PPO clip epsilon (upper; > low = DAPO clip-higher).")
+    loss_agg_mode: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = (
+        Field("token-mean", description="verl loss aggregation mode.")
+    )
+    norm_adv_by_std_in_grpo: bool = Field(True, description="GRPO std normalisation (false = Dr.GRPO).")
+    reward_norm_grouping: Literal["state", "batch", "group"] = Field(
+        "group", description="ROLL-style reward normalisation scope."
+    )
+    reward_norm_method: Literal["mean_std", "mean", "none"] = Field("mean_std", description="Normalisation method.")
+    max_prompt_length: int = Field(2048, ge=16, description="Prompt token budget.")
+    max_response_length: int = Field(512, ge=1, description="Response token budget per turn.")
+    resume_from: str | None = Field(None, description="Checkpoint dir to resume from ('auto' = latest in run dir).")
+
+
+class EnvConfig(Section):
+    max_steps: int = Field(8, ge=1, description="Planner steps per episode.")
+    success_reward: float = Field(1.0, ge=0, description="Reward when the task is resolved.")
+    reward_scale: float = Field(1.0, gt=0, description="Multiplier on the success reward.")
+    step_penalty: float = Field(0.0, ge=0, description="Subtracted each step (non-negative).")
+    failure_penalty: float = Field(0.0, ge=0, description="Subtracted when an episode ends unresolved.")
+    timeout_penalty: float = Field(0.0, ge=0, description="Subtracted when a step/op limit ends the episode.")
+    format_penalty: float = Field(0.05, ge=0, description="Subtracted for an invalid (unparsable) action.")
+    repo_op_limit: int = Field(40, ge=1, description="Max sandbox operations per episode.")
+    disable_cgm_synthesis: bool = Field(False, description="Planner only: repair is refused.")
+    apply_patches: bool = Field(True, description="Apply synthesised patches in the sandbox.")
+    use_rule_fallback: bool = Field(False, description="On a parse error, take the rule policy's action.")
+    docker_manifest: str | None = Field(None, description="Explicit docker image manifest (wins over discovery).")
+    prepull_containers: bool = Field(False, description="Prepull manifest images before training/eval.")
+    prepull_max_workers: int = Field(8, ge=1, description="Parallel pulls.")
+    prepull_retries: int = Field(3, ge=0, description="Retries per image.")
+    prepull_delay: float = Field(2.0, ge=0, description="Seconds between retries (doubles each time).")
+    prepull_timeout: float = Field(600.0, gt=0, description="Seconds per pull.")
+    env_groups: int = Field(1, ge=1, description="ROLL env groups (distinct tasks per step).")
+    max_traj_per_env: int = Field(1, ge=1, description="ROLL: trajectories one env instance may produce per step.")
+    memory_max_nodes: int = Field(40, ge=1, description="Cap on nodes in curated memory M.")
+    working_max_nodes: int = Field(200, ge=1, description="Cap on nodes in working graph W.")
+
+
+class SandboxConfig(Section):
+    cpus: float = Field(1.0, gt=0, description="Docker CPU limit per container.")
+    memory: str = Field("2g", description="Docker memory limit per container.")
+    pids_limit: int = Field(512, ge=16, description="Docker pids limit per container.")
+    network: bool = Field(False, description="Allow network inside the sandbox.")
+    exec_timeout: float = Field(120.0, gt=0, description="Default seconds per command.")
+    test_timeout: float = Field(600.0, gt=0, description="Seconds per test run.")
+
+
+class ParallelConfig(Section):
+    tensor_parallel_planner: int = Field(1, ge=1, description="TP degree of the planner engine.")
+    tensor_parallel_cgm: int = Field(1, ge=0, description="TP degree of the CGM engine (0 = no local CGM engine).")
+    replicas: int = Field(1, ge=1, description="Inference engine replicas.")
+    parallel_agents: int = Field(1, ge=1, description="Concurrent agent episodes.")
+    rollout_workers: int = Field(1, ge=1, description="Rollout worker processes.")
+    workflow_parallel: int = Field(1, ge=1, description="Concurrent sandboxes / workflow slots.")
+
+
+class ResourcesConfig(Section):
+    num_gpus: int = Field(0, ge=0, description="GPUs per node.")
+    num_nodes: int = Field(1, ge=1, description="Nodes.")
+    ray_address: str | None = Field(None, description="Ray cluster address (default: RAY_ADDRESS or a local head).")
+    ray_num_gpus: int = Field(0, ge=0, description="GPUs Ray may schedule.")
+    ray_num_cpus: int = Field(4, ge=1, description="CPUs Ray may schedule.")
+    ray_memory: int | None = Field(None, ge=0, description="Ray memory (bytes).")
+    ray_object_store_memory: int | None = Field(None, ge=0, description="Ray object store size (bytes).")
+    job_deadline_s: float = Field(86400.0, gt=0, description="Ray job deadline; the job is stopped after it.")
+
+
+class WandbWatchConfig(Section):
+    enabled: bool = Field(False, description="Call wandb.watch on local models.")
+    log: Literal["gradients", "parameters", "all"] = Field("gradients", description="What wandb.watch logs.")
+    log_freq: int = Field(200, ge=1, description="Steps between watch logs.")
+
+
+class WandbConfig(Section):
+    enabled: bool = Field(False, description="Log to Weights & Biases.")
+    offline: bool = Field(False, description="Write local W&B runs only (sync later).")
+    project: str = Field("graph-planner", description="W&B project.")
+    entity: str | None = Field(None, description="W&B entity.")
+    run_name: str | None = Field(None, description="W&B run name (default: run name).")
+    api_key: SecretStr | None = Field(None, description="W&B API key (never written; prefer WANDB_API_KEY).")
+    watch: WandbWatchConfig = Field(default_factory=WandbWatchConfig)
+
+
+class LoggingConfig(Section):
+    wandb: WandbConfig = Field(default_factory=WandbConfig)
+    log_backend: str = Field("stdout", description="Trackers, comma separated: wandb, tensorboard, stdout, jsonl.")
+    track_with: list[str] | None = Field(None, description="ROLL-style tracker list (overrides log_backend).")
+    tracker_kwargs: dict[str, Any] = Field(default_factory=dict, description="Extra kwargs per tracker.")
+    output_dir: str = Field("runs", description="Root of run directories.")
+    save_interval: int = Field(2, ge=1, description="Steps between checkpoints.")
+    eval_interval: int = Field(0, ge=0, description="Steps between evaluations (0 = off).")
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Log level.")
+
+    def trackers(self) -> list[str]:
+        """The selected tracker names, `track_with` winning over `log_backend`."""
+        if self.track_with is not None:
+            return list(self.track_with)
+        return [t.strip() for t in self.log_backend.split(",") if t.strip()]
+
+
+class TelemetryConfig(Section):
+    log_gpu: bool = Field(True, description="Sample GPU stats (nvidia-ml-py).")
+    log_ray: bool = Field(True, description="Sample ray.available_resources().")
+    log_patch_stats: bool = Field(True, description="Log patch_* metrics.")
+    log_planner_parse_errors: bool = Field(True, description="Log planner_parse_error_rate.")
+    log_cgm_errors: bool = Field(True, description="Log synthesiser errors (reject/*).")
+    heartbeat_interval_s: float = Field(30.0, gt=0, description="Seconds between heartbeats.")
+
+
+class DataConfig(Section):
+    output_dir: str = Field("prepared", description="Where `gp data prepare` writes its sources.")
+    hf_token: SecretStr | None = Field(None, description="HF token (default: HF_TOKEN env; never written).")
+    r2e_dataset: str = Field("R2E-Gym/R2E-Gym-Lite", description="R2E-Gym hub name or local path.")
+    r2e_split: str = Field("train", description="R2E split to read.")
+    r2e_val_split: str | None = Field(None, description="R2E split used as val (else carved from train).")
+    r2e_val_size: int = Field(0, ge=0, description="Rows carved off the head of train for val.")
+    r2e_limit: int | None = Field(None, ge=1, description="Max R2E rows.")
+    skip_r2e: bool = Field(False, description="Skip the R2E source.")
+    swebench_dataset: str = Field("princeton-nlp/SWE-bench_Verified", description="SWE-bench hub name or path.")
+    swebench_split: str = Field("test", description="SWE-bench split.")
+    swebench_limit: int | None = Field(None, ge=1, description="Max SWE-bench rows.")
+    skip_swebench: bool = Field(False, description="Skip the SWE-bench source.")
+    custom_path: str | None = Field(None, description="A custom task file (JSON/JSONL/YAML of TaskRecords).")
+    dataset_name: str = Field("graph_planner", description="Registered dataset name.")
+    max_steps: int = Field(30, ge=1, description="max_steps written into each TaskRecord.")
+
+
+class EvalConfig(Section):
+    split: str = Field("test", description="Split evaluated by `gp eval`.")
+    batch_size: int = Field(2, ge=1, description="Concurrent episodes (sandboxes).")
+    executor: Literal["local", "ray"] = Field("local", description="Where episodes run.")
+    limit: int | None = Field(None, ge=1, description="Max tasks.")
+    baselines: bool = Field(False, description="Also run gold and empty-patch baseline rows.")
+    use_swebench_harness: bool = Field(False, description="Also grade predictions with the official harness.")
+
+
+class RunConfig(Section):
+    """The whole run configuration: defaults < YAML < CLI (see graph_planner.config.loader)."""
+
+    experiment: ExperimentConfig = Field(default_factory=ExperimentConfig)
+    paths: PathsConfig = Field(default_factory=PathsConfig)
+    backends: BackendsConfig = Field(default_factory=BackendsConfig)
+    planner_sampling: SamplingConfig = Field(default_factory=SamplingConfig)
+    cgm_generation: CGMGenerationConfig = Field(default_factory=CGMGenerationConfig)
+    training: TrainingConfig = Field(default_factory=TrainingConfig)
+    env: EnvConfig = Field(default_factory=EnvConfig)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    parallel: ParallelConfig = Field(default_factory=ParallelConfig)
+    resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
+    data: DataConfig = Field(default_factory=DataConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    verl_overrides: dict[str, Any] = Field(
+        default_factory=dict, description="Any verl Hydra key (dotted or nested), passed through unchanged."
+    )
+    resolved_run_dir: str | None = Field(None, description="Filled by the loader: the run directory.")
+    resolved_config_path: str | None = Field(None, description="Filled by the loader: where this file was written.")
+
+    @field_validator("verl_overrides")
+    @classmethod
+    def _flat_keys_are_strings(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for key in value:
+            if not isinstance(key, str) or not key:
+                raise ValueError(f"verl_overrides keys must be non-empty strings, got {key!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "RunConfig":
+        t = self.training
+        if t.clip_ratio_high < t.clip_ratio_low:
+            raise ValueError(
+                f"training.clip_ratio_high ({t.clip_ratio_high}) must be >= training.clip_ratio_low "
+                f"({t.clip_ratio_low})"
+            )
+        if t.train_batch_size % t.ppo_mini_batch_size != 0:
+            raise ValueError(
+                f"training.train_batch_size ({t.train_batch_size}) must be a multiple of "
+                f"training.ppo_mini_batch_size ({t.ppo_mini_batch_size})"
+            )
+        unknown = set(self.logging.trackers()) - {"wandb", "tensorboard", "stdout", "jsonl", "console"}
+        if unknown:
+            raise ValueError(f"logging.log_backend/track_with: unknown tracker(s) {sorted(unknown)}")
+        return self
+
+    @property
+    def run_name(self) -> str:
+        return self.experiment.run_name or self.experiment.name

@@ -1,0 +1,43 @@
+"""Trajectory records shared by the env, the agents, training and eval (plain data, JSON-serialisable)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class Turn:
+    """One planner turn: what the model saw, what it said, and what the env answered."""
+
+    prompt_messages: list[dict[str, Any]]
+    response_text: str
+    action: dict[str, Any] | None
+    observation: str
+    reward: float = 0.0
+    parse_error: str | None = None
+    used_fallback: bool = False
+    prompt_token_ids: list[int] | None = None
+    response_token_ids: list[int] | None = None
+    response_logprobs: list[float] | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Trajectory:
+    """A whole episode; `reward` is the episode return used by GRPO, `resolved` the graded outcome."""
+
+    task_id: str
+    turns: list[Turn] = field(default_factory=list)
+    reward: float = 0.0
+    resolved: bool = False
+    termination_reason: str = ""
+    patch: str = ""
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def steps(self) -> int:
+        return len(self.turns)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
