@@ -1,0 +1,126 @@
+"""Eval reports: report.json, report.md and PNG plots (resolved rate, outcome categories, steps histogram)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; no display on servers/CI
+import matplotlib.pyplot as plt  # noqa: E402
+
+from graph_planner.eval.results import TaskResult  # noqa: E402
+
+
+def summarise(results: list[TaskResult], total_tasks: int) -> dict[str, Any]:
+    """Counts and rates per label (policy and each baseline)."""
+    by_label: dict[str, list[TaskResult]] = {}
+    for r in results:
+        by_label.setdefault(r.label, []).append(r)
+    labels: dict[str, Any] = {}
+    for label, rows in sorted(by_label.items()):
+        resolved = sum(r.resolved for r in rows)
+        steps = [r.steps for r in rows]
+        labels[label] = {
+            "tasks": len(rows),
+            "resolved": resolved,
+            "resolved_rate": resolved / len(rows) if rows else 0.0,
+            "categories": dict(Counter(r.category for r in rows)),
+            "mean_steps": statistics.fmean(steps) if steps else 0.0,
+            "mean_seconds": statistics.fmean(r.seconds for r in rows) if rows else 0.0,
+            "tokens": sum(r.tokens for r in rows),
+            "errors": sum(r.status == "error" for r in rows),
+        }
+    policy = labels.get("policy", {"tasks": 0, "resolved": 0, "resolved_rate": 0.0})
+    return {
+        "total_tasks": total_tasks,
+        "completed_tasks": policy["tasks"],
+        "resolved": policy["resolved"],
+        "resolved_rate": policy["resolved_rate"],
+        "labels": labels,
+    }
+
+
+def _plot_resolved(summary: dict[str, Any], path: Path) -> None:
+    labels = list(summary["labels"])
+    rates = [summary["labels"][k]["resolved_rate"] * 100 for k in labels]
+    harness = summary.get("harness")
+    if harness and harness.get("resolved_rate") is not None:
+        labels.append("swebench harness")
+        rates.append(harness["resolved_rate"] * 100)
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    bars = ax.bar(labels, rates, color=["#4C72B0" if lbl == "policy" else "#999999" for lbl in labels])
+    ax.bar_label(bars, fmt="%.1f%%")
+    ax.set_ylim(0, 105)
+    ax.set_ylabel("resolved (%)")
+    ax.set_title("Resolved rate")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _plot_outcomes(results: list[TaskResult], path: Path) -> None:
+    counts = Counter(r.category for r in results if r.label == "policy")
+    names = sorted(counts)
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    bars = ax.barh(names, [counts[n] for n in names], color="#55A868")
+    ax.bar_label(bars)
+    ax.set_xlabel("tasks")
+    ax.set_title("Outcome categories (policy)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _plot_steps(results: list[TaskResult], path: Path) -> None:
+    steps = [r.steps for r in results if r.label == "policy"]
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    if steps:
+        ax.hist(steps, bins=range(0, max(steps) + 2), color="#C44E52", edgecolor="white", align="left")
+    ax.set_xlabel("steps per episode")
+    ax.set_ylabel("tasks")
+    ax.set_title("Steps histogram (policy)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def render_markdown(summary: dict[str, Any], results: list[TaskResult], run_name: str) -> str:
+    lines = [f"# Evaluation report: {run_name}", "",
+             f"Resolved **{summary['resolved']}/{summary['completed_tasks']}** "
+             f"({summary['resolved_rate']:.1%}) of {summary['total_tasks']} tasks.", "",
+             "| label | tasks | resolved | rate | mean steps | errors |", "|---|---|---|---|---|---|"]
+    for label, s in summary["labels"].items():
+        lines.append(f"| {label} | {s['tasks']} | {s['resolved']} | {s['resolved_rate']:.1%} | "
+                     f"{s['mean_steps']:.1f} | {s['errors']} |")
+    harness = summary.get("harness")
+    if harness:
+        lines += ["", f"Official swebench harness: {harness.get('resolved')} resolved of "
+                      f"{harness.get('submitted')} submitted ({harness.get('note', '')})."]
+    lines += ["", "| task | label | resolved | category | steps | seconds | termination |",
+              "|---|---|---|---|---|---|---|"]
+    for r in sorted(results, key=lambda r: (r.label, r.instance_id)):
+        lines.append(f"| {r.instance_id} | {r.label} | {'yes' if r.resolved else 'no'} | {r.category} | "
+                     f"{r.steps} | {r.seconds:.1f} | {r.termination_reason or r.error or ''} |")
+    lines += ["", "![resolved](resolved_rate.png) ![outcomes](outcomes.png) ![steps](steps_hist.png)", ""]
+    return "\n".join(lines)
+
+
+def write_report(run_dir: Path, results: list[TaskResult], total_tasks: int, run_name: str,
+                 harness: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Write report.json, report.md and the three PNGs; return the summary dict."""
+    summary = summarise(results, total_tasks)
+    if harness:
+        summary["harness"] = harness
+    _plot_resolved(summary, run_dir / "resolved_rate.png")
+    _plot_outcomes(results, run_dir / "outcomes.png")
+    _plot_steps(results, run_dir / "steps_hist.png")
+    summary["files"] = {name: name for name in ("predictions.jsonl", "results.jsonl", "report.md",
+                                                "resolved_rate.png", "outcomes.png", "steps_hist.png")}
+    (run_dir / "report.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    (run_dir / "report.md").write_text(render_markdown(summary, results, run_name), encoding="utf-8")
+    return summary

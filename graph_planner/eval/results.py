@@ -1,0 +1,102 @@
+"""Append-only per-task eval results (results.jsonl) and the SWE-bench predictions file derived from them.
+
+One line is appended and fsync'ed per finished task, so a run killed with SIGKILL loses at most the task in
+flight; a torn last line is dropped on reload, and duplicates (if any) resolve to the first record.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any, Iterable, Literal
+
+from pydantic import BaseModel, Field
+
+OutcomeCategory = Literal[
+    "resolved", "unresolved", "no_patch", "patch_failed", "timeout", "sandbox_error", "agent_error"
+]
+
+
+class TaskResult(BaseModel):
+    """What one finished task contributes to results.jsonl (and, via model_patch, to predictions.jsonl)."""
+
+    instance_id: str
+    status: Literal["finished", "error"] = "finished"
+    resolved: bool = False
+    category: OutcomeCategory = "unresolved"
+    model_patch: str = ""
+    tests: dict[str, Any] = Field(default_factory=dict, description="Per-test statuses + F2P/P2P reports.")
+    steps: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
+    reward: float = 0.0
+    termination_reason: str = ""
+    error: str | None = None
+    label: str = Field("policy", description="policy, or a baseline label (baseline:gold / baseline:empty).")
+    info: dict[str, Any] = Field(default_factory=dict)
+
+
+class ResultsStore:
+    """Thread-safe appender over ``results.jsonl``; knows which tasks are finished for resume."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._repair_torn_tail()
+
+    def _repair_torn_tail(self) -> None:
+        """A SIGKILL mid-write can leave a partial last line; cut it so the next append starts clean."""
+        if not self.path.exists():
+            return
+        data = self.path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            cut = data.rfind(b"\n") + 1
+            with self.path.open("r+b") as fh:
+                fh.truncate(cut)
+
+    def load(self, label: str | None = None) -> list[TaskResult]:
+        if not self.path.exists():
+            return []
+        seen: set[tuple[str, str]] = set()
+        out: list[TaskResult] = []
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            if not line.strip():
+                continue
+            try:
+                row = TaskResult.model_validate_json(line)
+            except ValueError:
+                continue  # a torn line from a killed writer
+            key = (row.label, row.instance_id)
+            if key in seen or (label is not None and row.label != label):
+                continue
+            seen.add(key)
+            out.append(row)
+        return out
+
+    def finished_ids(self, label: str = "policy") -> set[str]:
+        return {r.instance_id for r in self.load(label)}
+
+    def append(self, result: TaskResult) -> None:
+        line = result.model_dump_json() + "\n"
+        with self._lock, self.path.open("a", encoding="utf-8") as fh:
+            fh.write(line)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+
+def write_predictions(path: Path, results: Iterable[TaskResult], model_name: str) -> int:
+    """SWE-bench harness format: one {instance_id, model_name_or_path, model_patch} per line (atomic rewrite)."""
+    rows = [
+        {"instance_id": r.instance_id, "model_name_or_path": model_name, "model_patch": r.model_patch}
+        for r in results
+        if r.label == "policy"
+    ]
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row) + "\n")
+    os.replace(tmp, path)
+    return len(rows)

@@ -1,0 +1,123 @@
+"""Resumable evaluation: run an episode function over tasks with N concurrent sandboxes, stream results to disk.
+
+The run directory holds results.jsonl (appended per finished task), predictions.jsonl (SWE-bench harness format)
+and the report. Starting again on the same run directory skips finished tasks, so a killed run loses nothing and
+duplicates nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from graph_planner.data.record import TaskRecord
+from graph_planner.eval.report import write_report
+from graph_planner.eval.results import ResultsStore, TaskResult, write_predictions
+
+log = logging.getLogger(__name__)
+EpisodeFn = Callable[[TaskRecord], TaskResult]
+
+
+@dataclass
+class EvalOutcome:
+    run_dir: Path
+    summary: dict[str, Any]
+    ran: int
+    skipped: int
+    results: list[TaskResult] = field(default_factory=list)
+
+    @property
+    def report_path(self) -> Path:
+        return self.run_dir / "report.md"
+
+
+def safe_episode(episode_fn: EpisodeFn, task: TaskRecord) -> TaskResult:
+    """Run one episode; an exception becomes an `error` row naming the task instead of killing the run."""
+    start = time.monotonic()
+    try:
+        return episode_fn(task)
+    except Exception as exc:  # noqa: BLE001 - every failure must be recorded per task
+        from graph_planner.sandbox.base import SandboxError
+
+        category = "sandbox_error" if isinstance(exc, SandboxError) else "agent_error"
+        log.exception("task %s failed", task.task_id)
+        return TaskResult(instance_id=task.task_id, status="error", category=category,
+                          error=f"{type(exc).__name__}: {exc}", seconds=time.monotonic() - start)
+
+
+def iter_local(tasks: list[TaskRecord], episode_fn: EpisodeFn, concurrency: int) -> Iterator[TaskResult]:
+    """Threads, one sandbox each; at most ``concurrency`` episodes in flight; yields in completion order."""
+    with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="episode") as pool:
+        pending: set[Future[TaskResult]] = set()
+        queue = list(tasks)
+        while queue or pending:
+            while queue and len(pending) < concurrency:
+                pending.add(pool.submit(safe_episode, episode_fn, queue.pop(0)))
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                yield fut.result()
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(TextColumn("[bold]eval[/bold]"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("resolved {task.fields[resolved]}/{task.completed:.0f} ({task.fields[rate]})"),
+                    TimeElapsedColumn(), console=console, transient=False)
+
+
+def run_evaluation(
+    tasks: list[TaskRecord],
+    run_dir: Path,
+    results_iter: Callable[[list[TaskRecord]], Iterable[TaskResult]],
+    model_name: str,
+    run_name: str,
+    baselines: Callable[[list[TaskRecord]], Iterable[TaskResult]] | None = None,
+    harness: Callable[[Path], dict[str, Any] | None] | None = None,
+    console: Console | None = None,
+    on_result: Callable[[TaskResult, int, int], None] | None = None,
+) -> EvalOutcome:
+    """Evaluate the not-yet-finished tasks and (re)write predictions and report.
+
+    ``results_iter`` runs episodes (local threads or Ray tasks) and yields TaskResults as they finish;
+    ``baselines`` optionally yields labelled gold/empty rows; ``harness`` optionally grades predictions.jsonl
+    with the official swebench harness and returns its numbers (None when it cannot run).
+    """
+    console = console or Console(stderr=True)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    store = ResultsStore(run_dir / "results.jsonl")
+    finished = store.finished_ids()
+    todo = [t for t in tasks if t.task_id not in finished]
+    skipped = len(tasks) - len(todo)
+    if skipped:
+        console.print(f"resuming {run_dir}: {skipped} task(s) already finished, {len(todo)} to go")
+    previous = [r for r in store.load("policy") if r.instance_id in {t.task_id for t in tasks}]
+    resolved = sum(r.resolved for r in previous)
+    done_count = len(previous)
+    ran = 0
+    with _progress(console) as progress:
+        bar = progress.add_task("eval", total=len(tasks), completed=done_count, resolved=resolved,
+                                rate=f"{resolved / done_count:.0%}" if done_count else "-")
+        for result in results_iter(todo):
+            store.append(result)
+            ran += 1
+            done_count += 1
+            resolved += int(result.resolved)
+            progress.update(bar, advance=1, resolved=resolved, rate=f"{resolved / done_count:.0%}")
+            if on_result is not None:
+                on_result(result, done_count, len(tasks))
+    if baselines is not None:
+        have = {(r.label, r.instance_id) for r in store.load()}
+        for row in baselines([t for t in tasks]):
+            if (row.label, row.instance_id) not in have:
+                store.append(row)
+    all_rows = [r for r in store.load() if r.instance_id in {t.task_id for t in tasks}]
+    write_predictions(run_dir / "predictions.jsonl", all_rows, model_name)
+    harness_numbers = harness(run_dir / "predictions.jsonl") if harness is not None else None
+    summary = write_report(run_dir, all_rows, len(tasks), run_name, harness_numbers)
+    return EvalOutcome(run_dir=run_dir, summary=summary, ran=ran, skipped=skipped, results=all_rows)

@@ -1,0 +1,109 @@
+"""The seed's metric dicts: run layout (``parallel/*``, ``resources/*``), episode batches, verl passthrough.
+
+Episode metrics honour the ``telemetry.*`` switches: ``log_patch_stats`` gates ``patch_*``,
+``log_planner_parse_errors`` gates ``planner_parse_error_rate``, ``log_cgm_errors`` gates ``reject/<reason>``.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from graph_planner.config.schema import RunConfig
+from graph_planner.env.types import Trajectory
+
+log = logging.getLogger(__name__)
+
+
+def parallel_metrics(config: RunConfig) -> dict[str, float]:
+    """How the run is laid out (logged once at step 0, as the seed did)."""
+    p, r = config.parallel, config.resources
+    return {
+        "parallel/tensor_parallel_planner": float(p.tensor_parallel_planner),
+        "parallel/tensor_parallel_cgm": float(p.tensor_parallel_cgm),
+        "parallel/replicas": float(p.replicas),
+        "parallel/agents": float(p.parallel_agents),
+        "parallel/workers": float(p.rollout_workers),
+        "parallel/workflow_parallel": float(p.workflow_parallel),
+        "resources/num_gpus": float(r.num_gpus),
+        "resources/ray_gpus": float(r.ray_num_gpus),
+        "resources/ray_cpus": float(r.ray_num_cpus),
+    }
+
+
+def _patch_stats(trajectory: Trajectory) -> tuple[int, int, Counter[str]]:
+    """(generated, applied, rejected-by-reason) from ``trajectory.info["patch_stats"]``; absent = no patches."""
+    stats = trajectory.info.get("patch_stats")
+    if stats is None:
+        return 0, 0, Counter()
+    where = f"trajectory {trajectory.task_id!r} info['patch_stats']"
+    if not isinstance(stats, Mapping):
+        raise TypeError(f"{where}: expected a mapping, got {type(stats).__name__}")
+    rejected = stats.get("rejected") or {}
+    if not isinstance(rejected, Mapping):
+        raise TypeError(f"{where}['rejected']: expected {{reason: count}}, got {rejected!r}")
+    try:
+        return int(stats.get("generated", 0)), int(stats.get("applied", 0)), Counter(
+            {str(reason): int(n) for reason, n in rejected.items()}
+        )
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{where}: counts must be integers ({exc})") from None
+
+
+def episode_metrics(trajectories: Sequence[Trajectory], seconds: float, config: RunConfig) -> dict[str, float]:
+    """Metrics of a batch of finished episodes that took ``seconds`` of wall time.
+
+    - ``reward/mean``, ``reward/std`` (population std) of episode returns; ``episodes``; ``episodes_per_min``.
+    - ``patch_success_rate`` = resolved episodes / episodes; ``patch_generated`` / ``patch_applied`` /
+      ``patch_rejected`` = synthesised patches summed over the batch (``log_patch_stats``).
+    - ``reject/<reason>`` = rejected patches per guard/apply/synthesis reason (``log_cgm_errors``).
+    - ``planner_parse_error_rate`` = turns whose output did not parse / all turns (``log_planner_parse_errors``).
+    """
+    if seconds <= 0:
+        raise ValueError(f"episode_metrics: seconds must be > 0 (wall time of the batch), got {seconds}")
+    switches = config.telemetry
+    n = len(trajectories)
+    out: dict[str, float] = {"episodes": float(n), "episodes_per_min": n * 60.0 / seconds}
+    if n == 0:
+        return out
+    rewards = [float(t.reward) for t in trajectories]
+    out["reward/mean"] = statistics.fmean(rewards)
+    out["reward/std"] = statistics.pstdev(rewards)
+
+    generated = applied = 0
+    rejected: Counter[str] = Counter()
+    for trajectory in trajectories:
+        g, a, r = _patch_stats(trajectory)
+        generated, applied = generated + g, applied + a
+        rejected.update(r)
+    if switches.log_patch_stats:
+        out["patch_success_rate"] = sum(1 for t in trajectories if t.resolved) / n
+        out["patch_generated"] = float(generated)
+        out["patch_applied"] = float(applied)
+        out["patch_rejected"] = float(sum(rejected.values()))
+    if switches.log_cgm_errors:
+        for reason, count in sorted(rejected.items()):
+            out[f"reject/{reason}"] = float(count)
+    if switches.log_planner_parse_errors:
+        turns = [turn for t in trajectories for turn in t.turns]
+        errors = sum(1 for turn in turns if turn.parse_error)
+        out["planner_parse_error_rate"] = errors / len(turns) if turns else 0.0
+    return out
+
+
+def passthrough(verl_metrics: Mapping[str, Any]) -> dict[str, float]:
+    """verl's metrics under verl's own names, as floats; non-scalar values (lists, arrays) are skipped."""
+    out: dict[str, float] = {}
+    for key, value in verl_metrics.items():
+        if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:  # numpy scalar, 0-d tensor
+            value = value.item()
+        if isinstance(value, bool):
+            value = float(value)
+        if isinstance(value, (int, float)):
+            out[str(key)] = float(value)
+        else:
+            log.debug("passthrough: skipping non-scalar verl metric %s (%s)", key, type(value).__name__)
+    return out

@@ -1,0 +1,273 @@
+"""Experiment trackers (stdout, JSONL, TensorBoard, W&B) behind one small protocol, chosen by the run config.
+
+`make_tracker(config, run_dir)` builds a `MultiTracker` from ``logging.trackers()`` (``track_with`` wins over
+``log_backend``) plus W&B when ``logging.wandb.enabled``; ``logging.tracker_kwargs[<name>]`` goes to that
+tracker's constructor. Every config a tracker sees is secret-free (`graph_planner.telemetry.redact`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO, Any, Protocol, runtime_checkable
+
+import yaml
+from rich.console import Console
+from rich.text import Text
+from typing_extensions import Self
+
+from graph_planner.config.schema import RunConfig
+from graph_planner.telemetry.redact import scrub, secret_values
+
+log = logging.getLogger(__name__)
+
+#: Tracker names accepted by the run config; "console" is verl's name for stdout.
+TRACKER_ALIASES = {"console": "stdout"}
+
+
+@runtime_checkable
+class Tracker(Protocol):
+    """Where metrics go. ``step`` is the training/eval step; several calls may share one step."""
+
+    def log(self, metrics: Mapping[str, float], step: int) -> None: ...
+
+    def log_config(self, config: Mapping[str, Any]) -> None: ...
+
+    def finish(self) -> None: ...
+
+
+def as_scalars(metrics: Mapping[str, Any]) -> dict[str, float]:
+    """Metrics as plain floats (numpy / torch 0-d values accepted); anything else names its key in the error."""
+    out: dict[str, float] = {}
+    for key, value in metrics.items():
+        if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:  # numpy scalar, 0-d tensor
+            value = value.item()
+        if isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, (int, float)):
+            raise TypeError(f"metric {key!r}: expected a number, got {type(value).__name__} ({value!r})")
+        out[str(key)] = float(value)
+    return out
+
+
+class StdoutTracker:
+    """One compact line per log call: ``step 3 │ reward/mean 0.5 │ episodes_per_min 12``."""
+
+    def __init__(self, stream: IO[str] | None = None, precision: int = 4) -> None:
+        self.console = Console(file=stream or sys.stdout, highlight=False, soft_wrap=True)
+        self.precision = precision
+
+    def log(self, metrics: Mapping[str, float], step: int) -> None:
+        line = Text(f"step {step}", style="bold")
+        for key, value in metrics.items():
+            line.append(" │ ", style="dim")
+            line.append(key, style="cyan")
+            line.append(f" {value:.{self.precision}g}" if not math.isnan(value) else " nan")
+        self.console.print(line)
+
+    def log_config(self, config: Mapping[str, Any]) -> None:
+        experiment = config.get("experiment") or {}
+        name = experiment.get("run_name") or experiment.get("name") or "?"
+        self.console.print(Text(f"run {name}: config with {len(config)} sections", style="dim"))
+
+    def finish(self) -> None:
+        self.console.file.flush()
+
+
+class JsonlTracker:
+    """One JSON object per call (``kind`` = metrics | config), flushed at once so a crash loses nothing."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file: IO[str] | None = self.path.open("a", encoding="utf-8")
+
+    def _write(self, row: dict[str, Any]) -> None:
+        if self._file is None:
+            raise RuntimeError(f"JsonlTracker({self.path}) is finished; create a new tracker to log again")
+        self._file.write(json.dumps(row, default=str) + "\n")
+        self._file.flush()
+
+    def log(self, metrics: Mapping[str, float], step: int) -> None:
+        self._write({"kind": "metrics", "step": step, "time": time.time(), "metrics": dict(metrics)})
+
+    def log_config(self, config: Mapping[str, Any]) -> None:
+        self._write({"kind": "config", "time": time.time(), "config": dict(config)})
+
+    def finish(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+class TensorboardTracker:
+    """Scalars via `torch.utils.tensorboard.SummaryWriter`; the config as a YAML text summary."""
+
+    def __init__(self, logdir: str | Path, **writer_kwargs: Any) -> None:
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError as exc:  # tensorboard is in the `train` extra
+            raise RuntimeError(
+                "tracker 'tensorboard' needs the tensorboard package: pip install 'graph-planner[train]'"
+            ) from exc
+        self.logdir = Path(logdir)
+        self.writer = SummaryWriter(log_dir=str(self.logdir), **writer_kwargs)
+
+    def log(self, metrics: Mapping[str, float], step: int) -> None:
+        for key, value in metrics.items():
+            self.writer.add_scalar(key, value, global_step=step)
+        self.writer.flush()
+
+    def log_config(self, config: Mapping[str, Any]) -> None:
+        text = yaml.safe_dump(dict(config), sort_keys=False)
+        self.writer.add_text("config", f"```yaml\n{text}```", global_step=0)
+        self.writer.flush()
+
+    def finish(self) -> None:
+        self.writer.close()
+
+
+class InMemoryTracker:
+    """Keeps every call in lists: for benchmarks, notebooks and callers that inspect what was logged."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[int, dict[str, float]]] = []
+        self.configs: list[dict[str, Any]] = []
+        self.finished = False
+
+    def log(self, metrics: Mapping[str, float], step: int) -> None:
+        self.rows.append((step, dict(metrics)))
+
+    def log_config(self, config: Mapping[str, Any]) -> None:
+        self.configs.append(dict(config))
+
+    def finish(self) -> None:
+        self.finished = True
+
+
+class MultiTracker:
+    """Fans each call out to several trackers; thread-safe, since heartbeats log from a background thread.
+
+    ``last_step`` is the highest step logged so far: heartbeats log at it, because W&B drops rows whose step
+    goes backwards.
+    """
+
+    def __init__(self, trackers: Mapping[str, Tracker], secrets: frozenset[str] = frozenset()) -> None:
+        self.trackers = dict(trackers)
+        self.last_step = 0
+        self._secrets = secrets
+        self._lock = threading.Lock()
+        self._finished = False
+
+    def log(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+        scalars = as_scalars(metrics)
+        if not scalars:
+            return
+        with self._lock:
+            if self._finished:
+                log.debug("tracker finished; dropped %d metric(s) at step %s", len(scalars), step)
+                return
+            step = self.last_step if step is None else int(step)
+            self.last_step = max(self.last_step, step)
+            for tracker in self.trackers.values():
+                tracker.log(scalars, step)
+
+    def __call__(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+        """So a MultiTracker is itself a ``log_fn(metrics, step)`` callback."""
+        self.log(metrics, step)
+
+    def log_config(self, config: Mapping[str, Any]) -> None:
+        clean = scrub(config, self._secrets)
+        with self._lock:
+            for tracker in self.trackers.values():
+                tracker.log_config(clean)
+
+    def watch(self, model: Any) -> None:
+        """Forward to trackers that can watch a local model (W&B, when ``logging.wandb.watch.enabled``)."""
+        for tracker in self.trackers.values():
+            if hasattr(tracker, "watch"):
+                tracker.watch(model)
+
+    def finish(self) -> None:
+        with self._lock:
+            if self._finished:
+                return
+            self._finished = True
+            errors = []
+            for name, tracker in self.trackers.items():
+                try:
+                    tracker.finish()
+                except Exception as exc:  # noqa: BLE001 - finish the others; all failures are raised below
+                    errors.append(f"{name}: {exc}")
+        if errors:
+            raise RuntimeError("tracker(s) failed to finish: " + "; ".join(errors))
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.finish()
+
+
+def selected_trackers(config: RunConfig) -> list[str]:
+    """Tracker names in order, aliases resolved, W&B added when ``logging.wandb.enabled``."""
+    names: list[str] = []
+    for name in config.logging.trackers():
+        name = TRACKER_ALIASES.get(name, name)
+        if name not in names:
+            names.append(name)
+    if config.logging.wandb.enabled and "wandb" not in names:
+        names.append("wandb")
+    return names
+
+
+def make_tracker(config: RunConfig, run_dir: str | Path | None = None) -> MultiTracker:
+    """Build the trackers the config selects and log the secret-free resolved config to each."""
+    from graph_planner.config.loader import config_to_dict
+
+    run_dir = Path(run_dir or config.resolved_run_dir or Path(config.logging.output_dir) / config.run_name)
+    names = selected_trackers(config)
+    kwargs_by_name = {TRACKER_ALIASES.get(k, k): v for k, v in config.logging.tracker_kwargs.items()}
+    for name in sorted(set(kwargs_by_name) - set(names)):
+        log.warning("logging.tracker_kwargs.%s is set but tracker %r is not selected (%s)", name, name, names)
+    secrets = frozenset(secret_values(config))
+    # JSON round trip: objects passed in tracker_kwargs (a stream, say) become strings every tracker can store
+    config_dict = json.loads(json.dumps(scrub(config_to_dict(config), secrets), default=str))
+
+    trackers: dict[str, Tracker] = {}
+    try:
+        for name in names:
+            raw = kwargs_by_name.get(name) or {}
+            if not isinstance(raw, Mapping):
+                raise TypeError(f"logging.tracker_kwargs.{name} must be a mapping of arguments, got {raw!r}")
+            trackers[name] = _build(name, config, run_dir, config_dict, dict(raw))
+    except Exception:
+        for tracker in trackers.values():
+            tracker.finish()
+        raise
+    multi = MultiTracker(trackers, secrets)
+    multi.log_config(config_dict)
+    return multi
+
+
+def _build(name: str, config: RunConfig, run_dir: Path, config_dict: dict[str, Any], kwargs: dict[str, Any]) -> Tracker:
+    try:
+        if name == "stdout":
+            return StdoutTracker(**kwargs)
+        if name == "jsonl":
+            return JsonlTracker(kwargs.pop("path", run_dir / "metrics.jsonl"), **kwargs)
+        if name == "tensorboard":
+            return TensorboardTracker(kwargs.pop("logdir", run_dir / "tensorboard"), **kwargs)
+        if name == "wandb":
+            from graph_planner.telemetry.wandb_tracker import WandbTracker
+
+            return WandbTracker(config.logging.wandb, run_dir, config_dict, default_name=config.run_name, **kwargs)
+    except TypeError as exc:
+        raise TypeError(f"logging.tracker_kwargs.{name}: {exc}") from exc
+    raise ValueError(f"unknown tracker {name!r}; choose from wandb, tensorboard, stdout (console), jsonl")

@@ -1,0 +1,92 @@
+"""The seed's metric names and values, and the telemetry.* switches that gate them."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from graph_planner.config.schema import RunConfig
+from graph_planner.env.types import Trajectory, Turn
+from graph_planner.telemetry.metrics import episode_metrics, parallel_metrics, passthrough
+
+
+def _turn(parse_error: str | None = None) -> Turn:
+    return Turn(prompt_messages=[], response_text="", action=None, observation="", parse_error=parse_error)
+
+
+def _batch() -> list[Trajectory]:
+    return [
+        Trajectory("a", turns=[_turn(), _turn("bad-json")], reward=1.0, resolved=True,
+                   info={"patch_stats": {"generated": 2, "applied": 1, "rejected": {"syntax_error": 1}}}),
+        Trajectory("b", turns=[_turn("unknown-action"), _turn(), _turn()], reward=0.0,
+                   info={"patch_stats": {"generated": 3, "applied": 0,
+                                         "rejected": {"syntax_error": 2, "outside_repo": 1}}}),
+        Trajectory("c", turns=[_turn(), _turn(), _turn()], reward=-0.5),  # no repair attempted
+    ]
+
+
+def test_parallel_metrics_use_the_seed_names() -> None:
+    config = RunConfig.model_validate({
+        "parallel": {"tensor_parallel_planner": 2, "tensor_parallel_cgm": 4, "replicas": 1, "parallel_agents": 8,
+                     "rollout_workers": 4, "workflow_parallel": 8},
+        "resources": {"num_gpus": 8, "ray_num_gpus": 8, "ray_num_cpus": 32},
+    })
+    assert parallel_metrics(config) == {
+        "parallel/tensor_parallel_planner": 2.0, "parallel/tensor_parallel_cgm": 4.0, "parallel/replicas": 1.0,
+        "parallel/agents": 8.0, "parallel/workers": 4.0, "parallel/workflow_parallel": 8.0,
+        "resources/num_gpus": 8.0, "resources/ray_gpus": 8.0, "resources/ray_cpus": 32.0,
+    }
+
+
+def test_episode_metrics_hand_computed() -> None:
+    m = episode_metrics(_batch(), seconds=30.0, config=RunConfig())
+    assert m["episodes"] == 3 and m["episodes_per_min"] == pytest.approx(6.0)
+    assert m["reward/mean"] == pytest.approx(0.5 / 3)
+    assert m["reward/std"] == pytest.approx(math.sqrt(((1 - 1 / 6) ** 2 + (1 / 6) ** 2 + (2 / 3) ** 2) / 3))
+    assert m["patch_success_rate"] == pytest.approx(1 / 3)
+    assert (m["patch_generated"], m["patch_applied"], m["patch_rejected"]) == (5.0, 1.0, 4.0)
+    assert m["reject/syntax_error"] == 3.0 and m["reject/outside_repo"] == 1.0
+    assert m["planner_parse_error_rate"] == pytest.approx(2 / 8)
+
+
+@pytest.mark.parametrize(
+    ("switch", "gone"),
+    [
+        ("log_patch_stats", {"patch_success_rate", "patch_generated", "patch_applied", "patch_rejected"}),
+        ("log_cgm_errors", {"reject/syntax_error", "reject/outside_repo"}),
+        ("log_planner_parse_errors", {"planner_parse_error_rate"}),
+    ],
+)
+def test_telemetry_switch_off_drops_only_its_keys(switch: str, gone: set[str]) -> None:
+    full = episode_metrics(_batch(), 30.0, RunConfig())
+    off = episode_metrics(_batch(), 30.0, RunConfig.model_validate({"telemetry": {switch: False}}))
+    assert gone <= set(full)
+    assert set(full) - set(off) == gone
+
+
+def test_episode_metrics_empty_batch_and_bad_inputs() -> None:
+    assert episode_metrics([], 10.0, RunConfig()) == {"episodes": 0.0, "episodes_per_min": 0.0}
+    with pytest.raises(ValueError, match="seconds must be > 0"):
+        episode_metrics(_batch(), 0.0, RunConfig())
+    broken = Trajectory("task-7", info={"patch_stats": {"generated": 1, "rejected": ["syntax_error"]}})
+    with pytest.raises(TypeError, match="task-7.*rejected"):
+        episode_metrics([broken], 1.0, RunConfig())
+
+
+def test_passthrough_keeps_verl_names_and_scalars_only() -> None:
+    verl = {
+        "actor/pg_loss": np.float32(0.25),
+        "critic/score/mean": torch.tensor(0.5),
+        "perf/throughput": 1234,
+        "training/global_step": 3,
+        "response_length/clip_ratio": True,
+        "agent_loop/slowest/raw": [1, 2, 3],
+        "val-core/swe/reward/mean@4": np.array([0.1, 0.2]),
+    }
+    assert passthrough(verl) == {
+        "actor/pg_loss": 0.25, "critic/score/mean": 0.5, "perf/throughput": 1234.0,
+        "training/global_step": 3.0, "response_length/clip_ratio": 1.0,
+    }

@@ -1,0 +1,136 @@
+"""W&B in offline mode (no network here): the run file read back holds the metrics and the secret-free config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from graph_planner.config.loader import load_run_config
+from graph_planner.telemetry.trackers import make_tracker
+from graph_planner.telemetry.wandb_offline import WandbFileError, iter_record_bytes, read_offline_run
+
+SECRETS = {
+    "wandb_key": "wk-0123456789abcdef0123456789abcdef01234567",
+    "hf": "hf_SECRETtokenSECRETtoken",
+    "override": "ovr-SECRET-override-value",
+    "env": "envkey-SECRET-from-environment",
+    "planner": "sk-planner-SECRET-999",
+}
+
+
+@pytest.fixture(autouse=True)
+def _hermetic_wandb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep wandb's global dirs inside tmp and make sure nothing points it at a server."""
+    for var in ("WANDB_CONFIG_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR", "WANDB_ARTIFACT_DIR"):
+        monkeypatch.setenv(var, str(tmp_path / "wandb_home" / var.lower()))
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.setenv("WANDB_SILENT", "true")
+
+
+def _offline_config(tmp_path: Path, **extra: object):
+    overrides = {
+        "logging.output_dir": str(tmp_path / "runs"),
+        "experiment.run_name": "wb",
+        "logging.log_backend": "jsonl,tensorboard,stdout",
+        "logging.wandb.project": "gp-test",
+        "logging.tracker_kwargs": {"wandb": {"settings": {"x_disable_stats": True, "console": "off"}}},
+    }
+    overrides.update(extra)
+    return load_run_config(cli_overrides=overrides, wandb_offline=True)
+
+
+def test_wandb_offline_run_holds_metrics_and_config(tmp_path: Path) -> None:
+    config = _offline_config(tmp_path, **{"training.lr": 3e-6})
+    tracker = make_tracker(config)
+    assert "wandb" in tracker.trackers
+    for step in range(3):
+        tracker.log({"reward/mean": 0.5 * step, "parallel/agents": 2.0}, step=step)
+    tracker.log({"gpu/0/util": 40.0})  # heartbeat style: merged into the current step
+    tracker.finish()
+
+    run = read_offline_run(Path(config.resolved_run_dir) / "wandb")
+    assert run.metric("reward/mean") == [(0, 0), (1, 0.5), (2, 1)]
+    assert run.metric("gpu/0/util") == [(2, 40)]
+    assert run.config["training"]["lr"] == 3e-6
+    assert run.config["logging"]["wandb"]["offline"] is True
+    assert run.config["experiment"]["run_name"] == "wb"
+    assert run.summary["reward/mean"] == 1
+
+
+def test_secrets_never_reach_any_tracker_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("WANDB_API_KEY", SECRETS["env"])
+    monkeypatch.setenv("PLANNER_API_KEY", SECRETS["planner"])
+    config = _offline_config(
+        tmp_path,
+        **{
+            "logging.wandb.api_key": SECRETS["wandb_key"],
+            "data.hf_token": SECRETS["hf"],
+            "verl_overrides.trainer.hub_token": SECRETS["override"],
+            "experiment.notes": f"planner key {SECRETS['planner']}",
+        },
+    )
+    with make_tracker(config) as tracker:
+        tracker.log({"reward/mean": 1.0}, step=0)
+    out = capsys.readouterr()
+    run_dir = Path(config.resolved_run_dir)
+    files = [p for p in run_dir.rglob("*") if p.is_file()]
+    assert any(p.suffix == ".wandb" for p in files) and any("tfevents" in p.name for p in files)
+    assert (run_dir / "metrics.jsonl").is_file()
+    blobs = [p.read_bytes() for p in files] + [out.out.encode(), out.err.encode()]
+    for name, secret in SECRETS.items():
+        assert not any(secret.encode() in blob for blob in blobs), f"secret {name} leaked"
+    run = read_offline_run(run_dir / "wandb")
+    assert run.config["verl_overrides"]["trainer.hub_token"] is None
+    assert run.config["backends"]["planner_api_key_env"] == "PLANNER_API_KEY"  # the env var's name is kept
+
+
+def test_wandb_watch_logs_gradients_when_enabled(tmp_path: Path) -> None:
+    config = _offline_config(
+        tmp_path,
+        **{"logging.log_backend": "stdout", "logging.wandb.watch.enabled": True, "logging.wandb.watch.log_freq": 1},
+    )
+    tracker = make_tracker(config)
+    model = torch.nn.Linear(3, 1)
+    tracker.watch(model)
+    for step in range(2):
+        model(torch.ones(2, 3)).sum().backward()
+        tracker.log({"loss": 1.0}, step=step)
+    tracker.finish()
+    history = read_offline_run(Path(config.resolved_run_dir)).history
+    keys = {k for row in history for k in row}
+    assert {"gradients/weight", "gradients/bias"} <= keys
+    histogram = next(row for row in history if "gradients/weight" in row)["gradients/weight"]
+    assert histogram["_type"] == "histogram" and sum(histogram["values"]) == 3  # one count per weight
+
+
+def test_wandb_watch_off_logs_no_gradients(tmp_path: Path) -> None:
+    config = _offline_config(tmp_path, **{"logging.log_backend": "stdout"})
+    tracker = make_tracker(config)
+    model = torch.nn.Linear(3, 1)
+    tracker.watch(model)
+    model(torch.ones(2, 3)).sum().backward()
+    tracker.log({"loss": 1.0}, step=0)
+    tracker.finish()
+    keys = {k for row in read_offline_run(Path(config.resolved_run_dir)).history for k in row}
+    assert "loss" in keys and not any(k.startswith("gradients/") for k in keys)
+
+
+def test_reader_rejects_non_wandb_file_and_corruption(tmp_path: Path) -> None:
+    bogus = tmp_path / "run-x.wandb"
+    bogus.write_bytes(b"not a run file")
+    with pytest.raises(WandbFileError, match="not a W&B run file"):
+        list(iter_record_bytes(bogus))
+    config = _offline_config(tmp_path, **{"logging.log_backend": "stdout"})
+    with make_tracker(config) as tracker:
+        tracker.log({"a": 1.0}, step=0)
+    (real,) = Path(config.resolved_run_dir).rglob("run-*.wandb")
+    data = bytearray(real.read_bytes())
+    data[20] ^= 0xFF
+    broken = tmp_path / "run-broken.wandb"
+    broken.write_bytes(bytes(data))
+    with pytest.raises(WandbFileError, match="CRC mismatch"):
+        read_offline_run(broken)
+
