@@ -60,8 +60,7 @@ class ResultsStore:
     def load(self, label: str | None = None) -> list[TaskResult]:
         if not self.path.exists():
             return []
-        seen: set[tuple[str, str]] = set()
-        out: list[TaskResult] = []
+        rows: dict[tuple[str, str], TaskResult] = {}
         for line in self.path.read_text(encoding="utf-8").splitlines():
             if not line.strip():
                 continue
@@ -69,15 +68,17 @@ class ResultsStore:
                 row = TaskResult.model_validate_json(line)
             except ValueError:
                 continue  # a torn line from a killed writer
-            key = (row.label, row.instance_id)
-            if key in seen or (label is not None and row.label != label):
+            if label is not None and row.label != label:
                 continue
-            seen.add(key)
-            out.append(row)
-        return out
+            key = (row.label, row.instance_id)
+            # first finished row wins; an error row is replaced by a later attempt of the same task
+            if key not in rows or (rows[key].status == "error" and row.status == "finished"):
+                rows[key] = row
+        return list(rows.values())
 
     def finished_ids(self, label: str = "policy") -> set[str]:
-        return {r.instance_id for r in self.load(label)}
+        """Tasks with a finished row; errored tasks (sandbox died, model server down) are tried again."""
+        return {r.instance_id for r in self.load(label) if r.status == "finished"}
 
     def append(self, result: TaskResult) -> None:
         line = result.model_dump_json() + "\n"

@@ -1,0 +1,103 @@
+"""`evaluate_dataset`: the eval stage as one plain function (used by `gp eval` and the Prefect evaluate task)."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from rich.console import Console
+
+from graph_planner.config.schema import RunConfig
+from graph_planner.data.record import TaskRecord
+from graph_planner.eval.results import TaskResult
+from graph_planner.eval.runner import EvalOutcome, iter_local, run_evaluation
+
+log = logging.getLogger(__name__)
+
+
+def eval_run_dir(config: RunConfig) -> Path:
+    base = Path(config.resolved_run_dir or Path(config.logging.output_dir) / config.run_name)
+    return base / "eval"
+
+
+def load_eval_tasks(dataset: str | Path, limit: int | None = None) -> tuple[list[TaskRecord], Path]:
+    """Tasks of a TaskRecord JSONL (or a prepared dir + eval split); the dataset dir anchors relative repo paths."""
+    from graph_planner.data.io import read_task_records
+
+    path = Path(dataset)
+    if not path.exists():
+        raise FileNotFoundError(f"eval dataset not found: {path} (run `gp data prepare` or pass --dataset)")
+    tasks = read_task_records(path)
+    if limit is not None:
+        tasks = tasks[:limit]
+    return tasks, (path if path.is_dir() else path.parent)
+
+
+def _reap_dead_runs(config: RunConfig, tasks: list[TaskRecord]) -> None:
+    """Containers left by a killed earlier run (docker backend) are removed before we start again."""
+    if not any((t.backend or config.backends.sandbox) == "docker" for t in tasks):
+        return
+    try:
+        import docker
+
+        from graph_planner.sandbox.reaper import reap
+
+        removed = reap(docker.from_env(), dead_owners=True)
+        if removed:
+            log.info("reaped %d container(s) of dead runs", len(removed))
+    except Exception as exc:  # noqa: BLE001 - reaping is housekeeping; the episodes will report a dead engine
+        log.warning("could not reap containers of dead runs: %s", exc)
+
+
+def baseline_rows(config: RunConfig, dataset_dir: Path) -> Callable[[list[TaskRecord]], Iterator[TaskResult]]:
+    """Labelled bounds: the gold patch (upper) and the empty patch (lower), graded in the same sandboxes."""
+    from graph_planner.grading.validate import validate_task
+
+    def rows(tasks: list[TaskRecord]) -> Iterator[TaskResult]:
+        for task in tasks:
+            check = validate_task(task, config, dataset_dir)
+            for label, outcome, patch in (("baseline:gold", check.gold, task.gold_patch or ""),
+                                          ("baseline:empty", check.empty, "")):
+                resolved = bool(outcome and outcome.resolved)
+                yield TaskResult(instance_id=task.task_id, label=label, resolved=resolved,
+                                 category="resolved" if resolved else ("no_patch" if not patch else "unresolved"),
+                                 model_patch=patch, seconds=outcome.seconds if outcome else 0.0,
+                                 status="finished" if outcome else "error", error=check.error if not outcome else None,
+                                 tests={"statuses": outcome.statuses} if outcome else {})
+
+    return rows
+
+
+def evaluate_dataset(config: RunConfig, dataset: str | Path | None = None, console: Console | None = None,
+                     on_result: Callable[[TaskResult, int, int], None] | None = None) -> EvalOutcome:
+    """Run the configured policy over a prepared split; resumable on the same run dir."""
+    from graph_planner.eval.episode import build_episode_fn
+
+    dataset = dataset or config.paths.dataset_eval
+    if not dataset:
+        raise ValueError("no eval dataset: set paths.dataset_eval or pass --dataset")
+    tasks, dataset_dir = load_eval_tasks(dataset, config.eval.limit)
+    run_dir = eval_run_dir(config)
+    run_id = f"eval-{config.run_name}-{uuid.uuid4().hex[:6]}"
+    _reap_dead_runs(config, tasks)
+    if config.eval.executor == "ray":
+        from graph_planner.eval.ray_executor import iter_ray
+
+        def results_iter(todo: list[TaskRecord]) -> Iterable[TaskResult]:
+            return iter_ray(todo, config, str(dataset_dir), run_id)
+    else:
+        episode_fn = build_episode_fn(config, dataset_dir, run_id, trajectories_dir=run_dir / "trajectories")
+
+        def results_iter(todo: list[TaskRecord]) -> Iterable[TaskResult]:
+            return iter_local(todo, episode_fn, config.eval.batch_size)
+
+    return run_evaluation(
+        tasks, run_dir, results_iter,
+        model_name=config.eval.model_name or config.run_name,
+        run_name=config.run_name,
+        baselines=baseline_rows(config, dataset_dir) if config.eval.baselines else None,
+        console=console,
+        on_result=on_result,
+    )

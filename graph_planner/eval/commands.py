@@ -1,0 +1,72 @@
+"""`gp eval`: run the policy over a prepared split with N concurrent sandboxes; resumable; writes the report."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from graph_planner.config.cli_options import (
+    Agent,
+    CgmModelPath,
+    ConfigFile,
+    Dataset,
+    DisableCgm,
+    DockerManifest,
+    ModelPath,
+    OutputDir,
+    PrintConfig,
+    RunName,
+    SandboxBackend,
+    SetItems,
+    WandbOffline,
+    YamlOnly,
+    config_from_cli,
+)
+
+
+def eval_cmd(
+    config_file: ConfigFile = None,
+    yaml_only: YamlOnly = False,
+    set_items: SetItems = None,
+    print_config: PrintConfig = False,
+    wandb_offline: WandbOffline = None,
+    dataset: Dataset = None,
+    dataset_split: Annotated[Optional[str], typer.Option("--dataset-split", help="Split name (eval.split).")] = None,
+    batch_size: Annotated[Optional[int], typer.Option("--batch-size", help="Concurrent sandboxes.")] = None,
+    limit: Annotated[Optional[int], typer.Option("--limit", help="Evaluate the first N tasks.")] = None,
+    executor: Annotated[Optional[str], typer.Option("--executor", help="local | ray")] = None,
+    baselines: Annotated[Optional[bool], typer.Option("--baselines/--no-baselines",
+                                                      help="Add gold / empty-patch rows.")] = None,
+    agent: Agent = None,
+    model_path: ModelPath = None,
+    cgm_model_path: CgmModelPath = None,
+    docker_manifest: DockerManifest = None,
+    disable_cgm_synthesis: DisableCgm = None,
+    run_name: RunName = None,
+    output_dir: OutputDir = None,
+    sandbox: SandboxBackend = None,
+) -> None:
+    """Evaluate a policy; killed runs resume on the same --run-name (finished tasks are skipped)."""
+    from graph_planner.eval.api import evaluate_dataset
+
+    config = config_from_cli(locals(), extra_map={
+        "dataset": "paths.dataset_eval", "dataset_split": "eval.split", "batch_size": "eval.batch_size",
+        "limit": "eval.limit", "executor": "eval.executor", "baselines": "eval.baselines"})
+    console = Console(stderr=True)
+    try:
+        outcome = evaluate_dataset(config, console=console)
+    except (FileNotFoundError, ValueError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    table = Table(title=f"eval {config.run_name}")
+    for column in ("label", "tasks", "resolved", "rate", "mean steps", "errors"):
+        table.add_column(column)
+    for label, s in outcome.summary["labels"].items():
+        table.add_row(label, str(s["tasks"]), str(s["resolved"]), f"{s['resolved_rate']:.1%}",
+                      f"{s['mean_steps']:.1f}", str(s["errors"]))
+    console.print(table)
+    console.print(f"report: {outcome.report_path}")
+    typer.echo(str(outcome.report_path))

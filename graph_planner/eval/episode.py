@@ -1,0 +1,98 @@
+"""One eval episode = sandbox + PlannerEnv + policy on one task, turned into a TaskResult row."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from graph_planner.config.schema import RunConfig
+from graph_planner.data.record import TaskRecord
+from graph_planner.env.types import Trajectory
+from graph_planner.eval.results import OutcomeCategory, TaskResult
+
+TIMEOUT_REASONS = ("max_steps", "repo_op_limit", "timeout")
+
+
+def categorise(trajectory: Trajectory) -> OutcomeCategory:
+    """Why an episode ended where it did, for the outcome-category plot."""
+    if trajectory.resolved:
+        return "resolved"
+    stats = trajectory.info.get("patch_stats") or {}
+    reason = trajectory.termination_reason
+    if any(key in reason for key in TIMEOUT_REASONS):
+        return "timeout"
+    if not trajectory.patch.strip():
+        return "patch_failed" if stats.get("generated") else "no_patch"
+    return "unresolved"
+
+
+def result_from_trajectory(trajectory: Trajectory, seconds: float) -> TaskResult:
+    info = trajectory.info
+    grading = next((t.info.get("grading") for t in reversed(trajectory.turns) if t.info.get("grading")), None)
+    tokens = info.get("tokens") or {}
+    return TaskResult(
+        instance_id=trajectory.task_id,
+        resolved=trajectory.resolved,
+        category=categorise(trajectory),
+        model_patch=trajectory.patch,
+        tests=grading or {},
+        steps=trajectory.steps,
+        tokens=int(sum(v for v in tokens.values() if isinstance(v, (int, float)))),
+        seconds=round(seconds, 3),
+        reward=trajectory.reward,
+        termination_reason=trajectory.termination_reason,
+        info={k: info.get(k) for k in ("patch_stats", "parse_errors", "tests_run", "synthesizer", "diagnostic",
+                                       "policy", "repo_ops")},
+    )
+
+
+def build_episode_fn(config: RunConfig, dataset_dir: str | Path | None, run_id: str,
+                     trajectories_dir: Path | None = None) -> Callable[[TaskRecord], TaskResult]:
+    """A thread-safe function running one task; the chat model is loaded once and shared under a lock."""
+    from graph_planner.agents.episode import run_episode
+    from graph_planner.agents.factory import make_chat_model, make_policy
+    from graph_planner.codegraph import GraphCache
+    from graph_planner.env.planner_env import PlannerEnv
+    from graph_planner.env.replay import write_trajectory_jsonl
+    from graph_planner.models.synthesizers import make_synthesizer
+    from graph_planner.sandbox.factory import make_sandbox
+
+    needs_chat = config.experiment.agent != "cgm" and config.backends.planner_backend != "rule"
+    chat: Any = make_chat_model(config) if needs_chat else None
+    if chat is not None and config.backends.planner_backend != "openai":
+        chat = _LockedChat(chat)  # one in-process model: generate() calls must not interleave
+    cache = GraphCache(Path(config.paths.cache_dir) / "graphs")
+
+    def episode(task: TaskRecord) -> TaskResult:
+        started = time.monotonic()
+        policy = make_policy(config, chat)
+        synthesizer = make_synthesizer(config, task)
+        with make_sandbox(task, config, dataset_dir, run_id) as sandbox:
+            env = PlannerEnv(task, sandbox, config, synthesizer=synthesizer, graph_cache=cache)
+            trajectory = run_episode(task, env, policy)
+        if trajectories_dir is not None:
+            write_trajectory_jsonl(trajectories_dir / f"{task.safe_id}.jsonl", trajectory)
+        return result_from_trajectory(trajectory, time.monotonic() - started)
+
+    return episode
+
+
+class _LockedChat:
+    """Serialise calls into one in-process model shared by concurrent episodes (HTTP servers batch on their own)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if not callable(attr):
+            return attr
+
+        def locked(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                return attr(*args, **kwargs)
+
+        return locked

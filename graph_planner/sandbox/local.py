@@ -1,0 +1,202 @@
+"""Local backend (the embedded default): a git working copy of the task's source tree in a temp dir, commands run
+by subprocess in their own process group, the network cut with `unshare -n` (or bubblewrap) when available."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from graph_planner.sandbox.base import ExecResult, SandboxError
+from graph_planner.sandbox.shell import ShellSandbox
+
+if TYPE_CHECKING:
+    from graph_planner.config.schema import RunConfig
+    from graph_planner.data.record import TaskRecord
+
+log = logging.getLogger(__name__)
+
+TIMEOUT_RC = 124
+_KILL_GRACE_S = 5.0
+
+
+def _probe(argv: list[str]) -> bool:
+    try:
+        return subprocess.run(argv, check=False, capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+@lru_cache(maxsize=1)
+def network_cut_prefix() -> tuple[str, ...] | None:
+    """argv prefix that runs a command without network, probed once: `unshare -n` (root), `unshare -rn`
+    (user namespaces), `bwrap --unshare-net`; None when this machine allows none of them."""
+    candidates: list[tuple[str, ...]] = []
+    if shutil.which("unshare"):
+        if os.geteuid() == 0:
+            candidates.append(("unshare", "-n"))
+        candidates.append(("unshare", "-rn"))
+    if shutil.which("bwrap"):
+        candidates.append(("bwrap", "--dev-bind", "/", "/", "--unshare-net", "--die-with-parent"))
+    for prefix in candidates:
+        if _probe([*prefix, "true"]):
+            return prefix
+    return None
+
+
+class LocalSandbox(ShellSandbox):
+    """A temp-dir working copy of ``task.repo_path``; removed on close."""
+
+    backend = "local"
+    _warned_no_netns = False
+
+    def __init__(self, task: TaskRecord, config: RunConfig, dataset_dir: str | Path | None = None,
+                 run_id: str = "local") -> None:
+        super().__init__(task, config, dataset_dir, run_id)
+        self._root: Path | None = None
+        self._repo: Path | None = None
+        self._prefix: tuple[str, ...] = ()
+        self._preamble = ""
+        self._env: dict[str, str] = {}
+
+    @property
+    def where(self) -> str:
+        return f"dir {self._repo}" if self._repo else f"(local, task {self.task.task_id}, not started)"
+
+    @property
+    def repo_dir(self) -> Path:
+        if self._repo is None:
+            raise SandboxError(f"local sandbox for task {self.task.task_id}: not started")
+        return self._repo
+
+    # ------------------------------------------------------------------ lifecycle
+    def _start_backend(self) -> None:
+        task = self.task
+        source = task.resolve_repo_path(self.dataset_dir or Path.cwd())
+        if source is None:
+            raise SandboxError(
+                f"task {task.task_id}: the local backend needs `repo_path` (a source tree relative to the dataset "
+                f"file); this task only names image {task.image!r}: run it with --sandbox docker")
+        if not source.is_dir():
+            raise SandboxError(f"task {task.task_id}: repo_path {source} is not a directory "
+                               f"(dataset dir {self.dataset_dir}); re-run `gp data prepare`")
+        if shutil.which("git") is None:
+            raise SandboxError("the local sandbox needs git on PATH (apt-get install git)")
+        self._root = Path(tempfile.mkdtemp(prefix=f"gp-{self.run_id}-{task.safe_id}-"))
+        self._repo = self._root / "repo"
+        try:
+            shutil.copytree(source, self._repo, symlinks=True,
+                            ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
+            self._env = self._command_env()
+            self._prefix = self._network_prefix()
+            ip_tool = shutil.which("ip")
+            if self._prefix[:1] == ("unshare",) and ip_tool:
+                # a fresh network namespace has loopback down: tests that serve on 127.0.0.1 need it up
+                self._preamble = f"{ip_tool} link set lo up 2>/dev/null; "
+            self._ensure_git_base(has_git=(source / ".git").exists())
+        except BaseException:
+            self._close_backend()
+            raise
+
+    def _close_backend(self) -> None:
+        if self._root is not None:
+            shutil.rmtree(self._root, ignore_errors=True)
+        self._root = None
+        self._repo = None
+
+    def _command_env(self) -> dict[str, str]:
+        """The caller's environment + task.env; the running interpreter's bin dir first on PATH so `python`
+        is the one that has the task's test dependencies (no login shell: /etc/profile would reset PATH)."""
+        env = dict(os.environ)
+        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+        env.update({"GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat", "PAGER": "cat", "LC_ALL": "C.UTF-8"})
+        env.update(self.task.env)
+        return env
+
+    def _network_prefix(self) -> tuple[str, ...]:
+        if self.settings.network:
+            return ()
+        prefix = network_cut_prefix()
+        if prefix is None:
+            if not LocalSandbox._warned_no_netns:
+                log.warning("local sandbox: neither `unshare -n` nor bubblewrap works here, so commands keep the "
+                            "network (sandbox.network=false cannot be enforced); use --sandbox docker to isolate")
+                LocalSandbox._warned_no_netns = True
+            return ()
+        return prefix
+
+    def _ensure_git_base(self, has_git: bool) -> None:
+        """HEAD must be the task base: an existing repo is checked out at base_commit; a plain tree becomes a
+        deterministic repo (fixed identity and dates, so the same tree always gets the same commit id)."""
+        task = self.task
+        if has_git:
+            if task.base_commit:
+                self._git(f"checkout -q --detach {task.base_commit} && git clean -fdq",
+                          what=f"check out base commit {task.base_commit} of task {task.task_id}")
+            return
+        from graph_planner.data.gitrepo import init_deterministic_repo
+
+        head = init_deterministic_repo(self.repo_dir)
+        if task.base_commit and head != task.base_commit:
+            raise SandboxError(
+                f"task {task.task_id}: the copy of {task.repo_path} commits as {head}, but the record's base_commit "
+                f"is {task.base_commit}: the source tree is not the task's base (edited after `gp data prepare`?); "
+                "re-run `gp data prepare`, or give repo_path a git checkout that contains base_commit")
+
+    # ------------------------------------------------------------------ primitives
+    def _exec_raw(self, cmd: str, timeout: float, cwd: str | None = None) -> ExecResult:
+        workdir = self.repo_dir if cwd is None else self._resolve(cwd)
+        start = time.monotonic()
+        proc = subprocess.Popen([*self._prefix, "bash", "-c", self._preamble + cmd], cwd=workdir, env=self._env,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self._kill_group(proc)
+            try:
+                out, err = proc.communicate(timeout=_KILL_GRACE_S)
+            except subprocess.TimeoutExpired:  # a grandchild escaped the group and holds the pipes
+                out, err = b"", b""
+            note = f"\n[killed: command ran past its {timeout:g}s timeout]"
+            return ExecResult(rc=TIMEOUT_RC, stdout=out.decode("utf-8", "replace"),
+                              stderr=err.decode("utf-8", "replace") + note,
+                              seconds=time.monotonic() - start, timed_out=True)
+        return ExecResult(rc=proc.returncode, stdout=out.decode("utf-8", "replace"),
+                          stderr=err.decode("utf-8", "replace"), seconds=time.monotonic() - start)
+
+    @staticmethod
+    def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def _resolve(self, path: str) -> Path:
+        """A repo-relative path (or an absolute one inside the copy) → host path; symlink escapes refused."""
+        repo = self.repo_dir
+        target = Path(path) if path.startswith("/") else repo / path
+        resolved = target.resolve()
+        root = repo.resolve()
+        if resolved != root and root not in resolved.parents:
+            raise SandboxError(f"local sandbox {self.where}: {path!r} is outside the repository copy")
+        return resolved
+
+    def _put_bytes(self, path: str, data: bytes) -> None:
+        target = self._resolve(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+
+    def _get_bytes(self, path: str) -> bytes:
+        target = self._resolve(path)
+        if not target.is_file():
+            raise FileNotFoundError(path)
+        return target.read_bytes()

@@ -1,0 +1,216 @@
+"""LocalSandbox: commands, timeouts, file ops, the hidden-test guard, snapshots and patches on a real git copy."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from test_sandbox_local_fixtures import local_config, make_calc_repo, r2e_task, swebench_task, tree_hashes
+
+from graph_planner.sandbox.base import HiddenPathError, PatchRejected, Sandbox, SandboxError
+from graph_planner.sandbox.local import LocalSandbox, network_cut_prefix
+
+
+@pytest.fixture()
+def calc(tmp_path: Path) -> tuple[Path, str, str]:
+    return make_calc_repo(tmp_path)
+
+
+@pytest.fixture()
+def sandbox(tmp_path: Path, calc: tuple[Path, str, str]):
+    _, gold, test_patch = calc
+    with LocalSandbox(swebench_task(tmp_path, gold, test_patch), local_config(), tmp_path, "t") as sb:
+        yield sb
+
+
+def test_local_sandbox_implements_the_protocol_and_works_on_a_copy(tmp_path, calc, sandbox):
+    repo, _, _ = calc
+    assert isinstance(sandbox, Sandbox)
+    assert sandbox.repo_dir != repo
+    sandbox.write_file("calc/ops.py", "changed\n")
+    assert (repo / "calc" / "ops.py").read_text() != "changed\n"  # the dataset's tree is never touched
+    assert sandbox.read_file("calc/ops.py") == "changed\n"
+    result = sandbox.exec("pwd && cat README.md")
+    assert result.ok and result.stdout.split("\n")[:2] == [str(sandbox.repo_dir), "calc"]
+
+
+def test_exec_past_timeout_is_killed_with_its_children_and_reported(sandbox):
+    start = time.monotonic()
+    result = sandbox.exec("sh -c 'echo $$ > child.pid; exec sleep 60' & echo started; sleep 60", timeout=1)
+    assert time.monotonic() - start < 10
+    assert result.timed_out and result.rc == 124 and not result.ok
+    assert "started" in result.stdout and "timeout" in result.stderr
+    child = int((sandbox.repo_dir / "child.pid").read_text())
+    time.sleep(0.2)
+    status = Path(f"/proc/{child}/status")
+    assert not status.exists() or "zombie" in status.read_text()  # the background child died with the group
+
+
+def test_failed_command_reports_its_exit_code_and_stderr(sandbox):
+    result = sandbox.exec("echo oops >&2; exit 3")
+    assert result.rc == 3 and not result.timed_out and "oops" in result.stderr
+
+
+def test_snapshot_edit_restore_returns_the_exact_tree(sandbox):
+    before = tree_hashes(sandbox.repo_dir)
+    snap = sandbox.snapshot()
+    sandbox.write_file("calc/ops.py", "x = 1\n")
+    sandbox.exec("rm README.md && mkdir -p newpkg/deep && echo hi > newpkg/deep/new.txt && chmod +x calc/__init__.py")
+    sandbox.write_file("tests/extra_test.py", "def test(): pass\n")
+    assert tree_hashes(sandbox.repo_dir) != before
+    sandbox.restore(snap)
+    assert tree_hashes(sandbox.repo_dir) == before
+    assert not (sandbox.repo_dir / "newpkg").exists()
+
+
+def test_restore_goes_back_to_an_intermediate_snapshot_including_new_files(sandbox):
+    sandbox.write_file("notes/new.py", "a = 1\n")
+    mid = tree_hashes(sandbox.repo_dir)
+    snap = sandbox.snapshot()
+    sandbox.write_file("notes/new.py", "a = 2\n")
+    sandbox.exec("rm calc/ops.py")
+    sandbox.restore(snap)
+    assert tree_hashes(sandbox.repo_dir) == mid
+    with pytest.raises(SandboxError, match="not a snapshot id"):
+        sandbox.restore("HEAD; rm -rf /")
+
+
+def test_hidden_r2e_tests_are_refused_before_grading(tmp_path, calc):
+    _, gold, _ = calc
+    with LocalSandbox(r2e_task(tmp_path, gold), local_config(), tmp_path, "t") as sb:
+        with pytest.raises(HiddenPathError):
+            sb.read_file("r2e_tests/test_1.py")
+        with pytest.raises(HiddenPathError):
+            sb.exec("cat r2e_tests/*")
+        with pytest.raises(HiddenPathError):
+            sb.read_file("/r2e_tests/test_1.py")
+        with pytest.raises(HiddenPathError):
+            sb.write_file("r2e_tests/test_1.py", "def test(): pass\n")
+        assert not (sb.repo_dir / "r2e_tests").exists()  # not in the working copy at all outside grading
+        sb.run_tests()
+        assert not (sb.repo_dir / "r2e_tests").exists()
+        assert not any("r2e_tests" in f for f in sb.list_files("**/*"))
+
+
+def test_new_test_files_of_the_test_patch_are_hidden_but_existing_tests_are_readable(sandbox):
+    with pytest.raises(HiddenPathError):
+        sandbox.read_file("tests/test_add.py")
+    with pytest.raises(HiddenPathError):
+        sandbox.exec("cat tests/test_add.py")
+    with pytest.raises(HiddenPathError):
+        sandbox.apply_patch("--- /dev/null\n+++ b/tests/test_add.py\n@@ -0,0 +1 @@\n+x = 1\n")
+    assert "def test_sub" in sandbox.read_file("tests/test_ops.py")
+    sandbox.run_tests()
+    assert not (sandbox.repo_dir / "tests" / "test_add.py").exists()
+    assert not list(sandbox.repo_dir.rglob("*test_add*"))  # no bytecode / cache of the hidden test either
+    assert "test_sub_zero" not in sandbox.read_file("tests/test_ops.py")  # test_patch edits are gone too
+
+
+def test_paths_outside_the_repository_are_refused(tmp_path, sandbox):
+    (tmp_path / "secret.txt").write_text("s")
+    with pytest.raises(SandboxError, match="escapes"):
+        sandbox.read_file("../secret.txt")
+    with pytest.raises(SandboxError, match="outside"):
+        sandbox.read_file(str(tmp_path / "secret.txt"))
+    os.symlink(tmp_path / "secret.txt", sandbox.repo_dir / "link.txt")
+    with pytest.raises(SandboxError, match="outside"):
+        sandbox.read_file("link.txt")
+    with pytest.raises(SandboxError, match="no such file"):
+        sandbox.read_file("missing.py")
+
+
+def test_list_files_matches_globs_and_skips_deleted_files(sandbox):
+    assert sandbox.list_files() == ["calc/__init__.py", "calc/ops.py", "tests/test_ops.py"]
+    sandbox.exec("rm calc/__init__.py")
+    sandbox.write_file("calc/sub/new.py", "")
+    assert sandbox.list_files("calc/**/*.py") == ["calc/ops.py", "calc/sub/new.py"]
+    assert sandbox.list_files("*.md") == ["README.md"]
+
+
+def test_apply_patch_then_diff_shows_the_change_against_base(sandbox, calc):
+    _, gold, _ = calc
+    sandbox.apply_patch(gold)
+    assert "return a + b" in sandbox.read_file("calc/ops.py")
+    sandbox.write_file("calc/new_mod.py", "X = 1\n")
+    diff = sandbox.diff()
+    assert "+    return a + b" in diff and "calc/new_mod.py" in diff
+    assert sandbox.exec("git status --porcelain").ok  # the repo is still a working git repo
+
+
+def test_patch_that_does_not_apply_is_rejected_naming_the_file(sandbox):
+    bad = "--- a/calc/ops.py\n+++ b/calc/ops.py\n@@ -1,2 +1,2 @@\n-def nothing_like_this():\n-    pass\n+x\n+y\n"
+    with pytest.raises(PatchRejected, match="calc/ops.py"):
+        sandbox.apply_patch(bad)
+    assert sandbox.diff() == ""  # nothing half-applied
+
+
+def test_patch_with_drifted_context_applies_through_the_fuzz_fallback(sandbox):
+    drifted = (
+        "--- a/calc/ops.py\n+++ b/calc/ops.py\n@@ -1,6 +1,6 @@\n def add(a, b):\n-    return a - b\n"
+        "+    return a + b\n \n \n def sub(a, b):\n-    return a - b  # context line that drifted\n"
+        "+    return a - b  # context line that drifted\n"
+    )
+    fuzzy = drifted.replace("-    return a - b  # context line that drifted\n+    return a - b  # context line "
+                            "that drifted\n", "     return a - b  # drifted\n")
+    sandbox.apply_patch(fuzzy)
+    assert "return a + b" in sandbox.read_file("calc/ops.py")
+
+
+@pytest.mark.parametrize("diff", [
+    "--- a/../x\n+++ b/../x\n@@ -0,0 +1 @@\n+x\n",
+    "--- /dev/null\n+++ /etc/passwd\n@@ -0,0 +1 @@\n+root::0:0\n",
+    "diff --git a/calc/ops.py b/calc/ops.py\nGIT binary patch\nliteral 3\nKcmZ>\x00\n",
+])
+def test_patch_guard_rejects_escapes_and_binary_before_touching_the_tree(tmp_path, sandbox, diff):
+    with pytest.raises(PatchRejected):
+        sandbox.apply_patch(diff)
+    assert sandbox.diff() == ""
+    assert not (tmp_path / "repos" / "x").exists()
+
+
+def test_unshare_cuts_the_network_when_available(tmp_path, calc):
+    if network_cut_prefix() is None:
+        pytest.skip("neither unshare -n nor bubblewrap works on this machine")
+    _, gold, test_patch = calc
+    task = swebench_task(tmp_path, gold, test_patch)
+    with LocalSandbox(task, local_config(network=False), tmp_path, "t") as sb:
+        interfaces = [line.split(":")[0].strip() for line in sb.exec("cat /proc/net/dev").stdout.splitlines()[2:]]
+        assert interfaces == ["lo"]
+        loopback = ("import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); "
+                    "socket.create_connection(s.getsockname()); print('loopback ok')")
+        assert sb.exec(f'python -c "{loopback}"').stdout.strip() == "loopback ok"  # local servers still work
+    with LocalSandbox(task, local_config(network=True), tmp_path, "t") as sb:
+        assert sb.exec("cat /proc/net/dev").stdout.count("\n") > 3
+
+
+def test_local_backend_without_repo_path_fails_clearly(tmp_path, calc):
+    _, gold, test_patch = calc
+    task = swebench_task(tmp_path, gold, test_patch, repo_path=None, image="swebench/sweb.eval.x86_64.x:latest")
+    with pytest.raises(SandboxError, match="--sandbox docker"):
+        LocalSandbox(task, local_config(), tmp_path, "t").start()
+
+
+def test_plain_source_tree_becomes_a_deterministic_git_repo_at_the_base(tmp_path):
+    _, gold, test_patch = make_calc_repo(tmp_path, with_git=False)
+    task = swebench_task(tmp_path, gold, test_patch)
+    with LocalSandbox(task, local_config(), tmp_path, "t") as sb:
+        head = sb.base_commit
+        assert head and sb.diff() == ""
+        sb.apply_patch(gold)
+        assert "return a + b" in sb.diff()
+    with LocalSandbox(task.model_copy(update={"base_commit": head}), local_config(), tmp_path, "t") as sb:
+        assert sb.base_commit == head  # same tree, same commit id: the record's base_commit is reproducible
+    (tmp_path / "repos" / "calc" / "README.md").write_text("edited after prepare\n")
+    with pytest.raises(SandboxError, match="not the task's base"):
+        LocalSandbox(task.model_copy(update={"base_commit": head}), local_config(), tmp_path, "t").start()
+
+
+def test_close_removes_the_temp_copy(sandbox):
+    root = sandbox.repo_dir.parent
+    assert root.exists()
+    sandbox.close()
+    assert not root.exists()
+    with pytest.raises(SandboxError, match="start"):
+        sandbox.exec("true")
