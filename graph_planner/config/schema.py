@@ -36,6 +36,7 @@ class PathsConfig(Section):
     planner_tokenizer: str | None = Field(None, description="Tokenizer path (default: planner_model).")
     cgm_model: str | None = Field(None, description="CGM / synthesiser checkpoint path or served model name.")
     cgm_tokenizer: str | None = Field(None, description="CGM tokenizer path (default: cgm_model).")
+    cache_dir: str = Field(".cache/graph_planner", description="Built artefacts reused across runs (toy checkpoint).")
 
 
 class BackendsConfig(Section):
@@ -106,6 +107,12 @@ class TrainingConfig(Section):
     max_prompt_length: int = Field(2048, ge=16, description="Prompt token budget.")
     max_response_length: int = Field(512, ge=1, description="Response token budget per turn.")
     resume_from: str | None = Field(None, description="Checkpoint dir to resume from ('auto' = latest in run dir).")
+    kl_loss_type: Literal["kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3"] = Field(
+        "low_var_kl", description="verl KL estimator for the KL-to-reference loss (used when kl_coef > 0)."
+    )
+    rollout_engine: Literal["vllm", "sglang"] = Field(
+        "vllm", description="verl backend: inference engine of the rollout (actor_rollout_ref.rollout.name)."
+    )
 
 
 class EnvConfig(Section):
@@ -126,10 +133,23 @@ class EnvConfig(Section):
     prepull_retries: int = Field(3, ge=0, description="Retries per image.")
     prepull_delay: float = Field(2.0, ge=0, description="Seconds between retries (doubles each time).")
     prepull_timeout: float = Field(600.0, gt=0, description="Seconds per pull.")
-    env_groups: int = Field(1, ge=1, description="ROLL env groups (distinct tasks per step).")
-    max_traj_per_env: int = Field(1, ge=1, description="ROLL: trajectories one env instance may produce per step.")
+    env_groups: int = Field(
+        1, ge=1, description="ROLL env groups: GRPO groups (one task x group_size envs) rolled out at the same time."
+    )
+    max_traj_per_env: int | None = Field(
+        None, ge=1, description="ROLL: trajectories one env instance may produce per step (null = derived, "
+        "ceil(train_batch_size / env_groups); a smaller value is an error)."
+    )
     memory_max_nodes: int = Field(40, ge=1, description="Cap on nodes in curated memory M.")
     working_max_nodes: int = Field(200, ge=1, description="Cap on nodes in working graph W.")
+    patch_max_files: int = Field(5, ge=1, description="Patch guard: most files one repair patch may touch.")
+    patch_max_lines: int = Field(200, ge=1, description="Patch guard: most changed (added+removed) lines per patch.")
+    synthesis_token_budget: int = Field(
+        6000, ge=256, description="Token budget (chars/4) of the memory subgraph and snippets sent to the synthesiser."
+    )
+    history_turns: int = Field(
+        6, ge=0, description="Previous planner turns (action + observation) kept in the model's prompt."
+    )
 
 
 class SandboxConfig(Section):
@@ -139,6 +159,9 @@ class SandboxConfig(Section):
     network: bool = Field(False, description="Allow network inside the sandbox.")
     exec_timeout: float = Field(120.0, gt=0, description="Default seconds per command.")
     test_timeout: float = Field(600.0, gt=0, description="Seconds per test run.")
+    local_isolate_pytest_plugins: bool = Field(
+        True, description="local backend: don't autoload the host venv's pytest plugins into the task's test runs."
+    )
 
 
 class ParallelConfig(Section):
@@ -159,6 +182,9 @@ class ResourcesConfig(Section):
     ray_memory: int | None = Field(None, ge=0, description="Ray memory (bytes).")
     ray_object_store_memory: int | None = Field(None, ge=0, description="Ray object store size (bytes).")
     job_deadline_s: float = Field(86400.0, gt=0, description="Ray job deadline; the job is stopped after it.")
+    ray_job_python: str = Field(
+        "python", description="Interpreter the Ray job entrypoint runs with on the cluster (e.g. a venv's python)."
+    )
 
 
 class WandbWatchConfig(Section):
@@ -217,6 +243,9 @@ class DataConfig(Section):
     swebench_limit: int | None = Field(None, ge=1, description="Max SWE-bench rows.")
     skip_swebench: bool = Field(False, description="Skip the SWE-bench source.")
     custom_path: str | None = Field(None, description="A custom task file (JSON/JSONL/YAML of TaskRecords).")
+    repos_dir: str | None = Field(
+        None, description="Dir of local repo trees (<repos_dir>/<repo short name>) copied next to the prepared data."
+    )
     dataset_name: str = Field("graph_planner", description="Registered dataset name.")
     max_steps: int = Field(30, ge=1, description="max_steps written into each TaskRecord.")
 
@@ -228,6 +257,10 @@ class EvalConfig(Section):
     limit: int | None = Field(None, ge=1, description="Max tasks.")
     baselines: bool = Field(False, description="Also run gold and empty-patch baseline rows.")
     use_swebench_harness: bool = Field(False, description="Also grade predictions with the official harness.")
+    ray_cpus_per_episode: float = Field(
+        1.0, gt=0, description="executor=ray: CPUs each episode reserves, so a node runs at most cpus/this at once."
+    )
+    model_name: str | None = Field(None, description="model_name_or_path in predictions.jsonl (default: run name).")
 
 
 class RunConfig(Section):

@@ -118,6 +118,9 @@ class LocalSandbox(ShellSandbox):
         env = dict(os.environ)
         env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
         env.update({"GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat", "PAGER": "cat", "LC_ALL": "C.UTF-8"})
+        if self.config.sandbox.local_isolate_pytest_plugins:
+            # the host venv's pytest plugins (hydra, anyio, ...) are not the task's; loading them costs ~5 s a run
+            env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
         env.update(self.task.env)
         return env
 

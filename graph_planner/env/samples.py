@@ -1,0 +1,47 @@
+"""The bundled sample tasks (`datasets/sample/`) as TaskRecords, read through the same row normalisers as
+`gp data prepare`, with `repo_path` pointing at the bundled repos, so `gp smoke`, tests and benchmarks can use
+them without a prepare step."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from graph_planner.data.record import TaskRecord
+
+SAMPLE_DIR = Path(__file__).resolve().parents[2] / "datasets" / "sample"
+SampleShape = Literal["swebench", "r2e"]
+_ROWS = {"swebench": ("swebench/test.jsonl", "test"), "r2e": ("r2e/train.jsonl", "train")}
+
+
+def load_sample_tasks(shape: SampleShape = "swebench", sample_dir: str | Path = SAMPLE_DIR,
+                      max_steps: int = 30) -> list[TaskRecord]:
+    """Every sample task of one row shape (SWE-bench or R2E-Gym)."""
+    from graph_planner.data.sources.base import repo_short_name
+    from graph_planner.data.sources.r2e_gym import normalize_r2e_row
+    from graph_planner.data.sources.swebench import normalize_swebench_row
+
+    root = Path(sample_dir)
+    rel, split = _ROWS[shape]
+    path = root / rel
+    if not path.is_file():
+        raise FileNotFoundError(f"sample rows not found: {path} (run datasets/sample/build_rows.py)")
+    normalise = normalize_swebench_row if shape == "swebench" else normalize_r2e_row
+    tasks = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        record = normalise(json.loads(line), split, max_steps)
+        repo_dir = (root / "repos" / repo_short_name(record.repo)).resolve()
+        tasks.append(record.model_copy(update={"repo_path": str(repo_dir)}))
+    return tasks
+
+
+def sample_task(task_id: str, shape: SampleShape = "swebench", sample_dir: str | Path = SAMPLE_DIR) -> TaskRecord:
+    """One sample task by id; the error lists the ids that exist."""
+    tasks = load_sample_tasks(shape, sample_dir)
+    for task in tasks:
+        if task.task_id == task_id:
+            return task
+    raise KeyError(f"no {shape} sample task {task_id!r}; available: {', '.join(t.task_id for t in tasks)}")

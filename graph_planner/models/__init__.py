@@ -1,0 +1,1 @@
+"""Chat models (OpenAI-compatible HTTP, local HF), patch synthesisers, the toy model and `gp serve`."""
