@@ -124,7 +124,8 @@ def load_run_config(
     overrides = dict(cli_overrides or {})
     if yaml_only and overrides:
         for name in sorted(overrides):
-            log.warning("--yaml-only: ignoring CLI setting %s=%r", name, overrides[name])
+            shown = "<redacted>" if name in SECRET_PATHS else repr(overrides[name])
+            log.warning("--yaml-only: ignoring CLI setting %s=%s", name, shown)
         overrides = {}
     if overrides:
         source = f"{source} + CLI flags"

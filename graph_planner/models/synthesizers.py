@@ -224,6 +224,8 @@ def make_synthesizer(config: RunConfig, task: TaskRecord) -> PatchSynthesizer:
     if backend == "hf":
         if not config.paths.cgm_model:
             raise ValueError("backends.cgm_backend=hf needs paths.cgm_model (a local checkpoint directory)")
-        return HFSynthesizer(config.paths.cgm_model, config.cgm_generation, config.backends.dtype,
-                             config.backends.device_map_cgm)
+        from graph_planner.models.toy import resolve_model_path
+
+        path = resolve_model_path(config.paths.cgm_model, config.paths.cache_dir)  # 'toy' = the built-in toy LM
+        return HFSynthesizer(path, config.cgm_generation, config.backends.dtype, config.backends.device_map_cgm)
     raise ValueError(f"backends.cgm_backend: unknown synthesiser {backend!r}")
