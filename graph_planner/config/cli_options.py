@@ -7,32 +7,33 @@ so defaults < YAML < CLI holds, and ``--yaml-only`` can log each ignored name.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Mapping, Optional
+from typing import Annotated, Any
 
 import typer
 
 from graph_planner.config.loader import load_run_config, parse_set_override
 from graph_planner.config.schema import RunConfig
 
-ConfigFile = Annotated[Optional[Path], typer.Option("--config-file", "-c", help="Run config YAML.")]
+ConfigFile = Annotated[Path | None, typer.Option("--config-file", "-c", help="Run config YAML.")]
 YamlOnly = Annotated[bool, typer.Option("--yaml-only", help="Use only the YAML file (CLI flags are logged, ignored).")]
 SetItems = Annotated[
-    Optional[list[str]], typer.Option("--set", help="Dotted override, repeatable: --set training.lr=1e-6")
+    list[str] | None, typer.Option("--set", help="Dotted override, repeatable: --set training.lr=1e-6")
 ]
 PrintConfig = Annotated[bool, typer.Option("--print-config", help="Print the resolved config and exit.")]
-WandbOffline = Annotated[Optional[bool], typer.Option("--wandb-offline/--wandb-online", help="W&B offline mode.")]
-Dataset = Annotated[Optional[str], typer.Option("--dataset", help="Dataset JSONL or prepared dataset dir.")]
-ModelPath = Annotated[Optional[str], typer.Option("--model-path", help="Planner checkpoint path or 'toy'.")]
-CgmModelPath = Annotated[Optional[str], typer.Option("--cgm-model-path", help="CGM checkpoint / model name.")]
-Agent = Annotated[Optional[str], typer.Option("--agent", help="planner | cgm")]
-DockerManifest = Annotated[Optional[str], typer.Option("--docker-manifest", help="Image manifest file.")]
-PrepullContainers = Annotated[Optional[bool], typer.Option("--prepull-containers/--no-prepull-containers")]
-DisableCgm = Annotated[Optional[bool], typer.Option("--disable-cgm-synthesis/--enable-cgm-synthesis")]
-RunName = Annotated[Optional[str], typer.Option("--run-name", help="Run directory name.")]
-OutputDir = Annotated[Optional[str], typer.Option("--output-dir", help="Root of run directories.")]
-Seed = Annotated[Optional[int], typer.Option("--seed")]
-SandboxBackend = Annotated[Optional[str], typer.Option("--sandbox", help="local | docker | r2egym")]
+WandbOffline = Annotated[bool | None, typer.Option("--wandb-offline/--wandb-online", help="W&B offline mode.")]
+Dataset = Annotated[str | None, typer.Option("--dataset", help="Dataset JSONL or prepared dataset dir.")]
+ModelPath = Annotated[str | None, typer.Option("--model-path", help="Planner checkpoint path or 'toy'.")]
+CgmModelPath = Annotated[str | None, typer.Option("--cgm-model-path", help="CGM checkpoint / model name.")]
+Agent = Annotated[str | None, typer.Option("--agent", help="planner | cgm")]
+DockerManifest = Annotated[str | None, typer.Option("--docker-manifest", help="Image manifest file.")]
+PrepullContainers = Annotated[bool | None, typer.Option("--prepull-containers/--no-prepull-containers")]
+DisableCgm = Annotated[bool | None, typer.Option("--disable-cgm-synthesis/--enable-cgm-synthesis")]
+RunName = Annotated[str | None, typer.Option("--run-name", help="Run directory name.")]
+OutputDir = Annotated[str | None, typer.Option("--output-dir", help="Root of run directories.")]
+Seed = Annotated[int | None, typer.Option("--seed")]
+SandboxBackend = Annotated[str | None, typer.Option("--sandbox", help="local | docker | r2egym")]
 
 #: CLI parameter name -> dotted config key. ``dataset`` is mapped per command (train vs eval).
 FLAG_TO_KEY: dict[str, str] = {

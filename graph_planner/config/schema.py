@@ -107,6 +107,9 @@ class TrainingConfig(Section):
     max_prompt_length: int = Field(2048, ge=16, description="Prompt token budget.")
     max_response_length: int = Field(512, ge=1, description="Response token budget per turn.")
     resume_from: str | None = Field(None, description="Checkpoint dir to resume from ('auto' = latest in run dir).")
+    torch_threads: int | None = Field(
+        None, ge=1, description="torch CPU threads for the local backend (null = torch's default)."
+    )
     kl_loss_type: Literal["kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3"] = Field(
         "low_var_kl", description="verl KL estimator for the KL-to-reference loss (used when kl_coef > 0)."
     )
@@ -295,7 +298,7 @@ class RunConfig(Section):
         return value
 
     @model_validator(mode="after")
-    def _consistent(self) -> "RunConfig":
+    def _consistent(self) -> RunConfig:
         t = self.training
         if t.clip_ratio_high < t.clip_ratio_low:
             raise ValueError(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -34,11 +34,11 @@ def eval_cmd(
     print_config: PrintConfig = False,
     wandb_offline: WandbOffline = None,
     dataset: Dataset = None,
-    dataset_split: Annotated[Optional[str], typer.Option("--dataset-split", help="Split name (eval.split).")] = None,
-    batch_size: Annotated[Optional[int], typer.Option("--batch-size", help="Concurrent sandboxes.")] = None,
-    limit: Annotated[Optional[int], typer.Option("--limit", help="Evaluate the first N tasks.")] = None,
-    executor: Annotated[Optional[str], typer.Option("--executor", help="local | ray")] = None,
-    baselines: Annotated[Optional[bool], typer.Option("--baselines/--no-baselines",
+    dataset_split: Annotated[str | None, typer.Option("--dataset-split", help="Split name (eval.split).")] = None,
+    batch_size: Annotated[int | None, typer.Option("--batch-size", help="Concurrent sandboxes.")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="Evaluate the first N tasks.")] = None,
+    executor: Annotated[str | None, typer.Option("--executor", help="local | ray")] = None,
+    baselines: Annotated[bool | None, typer.Option("--baselines/--no-baselines",
                                                       help="Add gold / empty-patch rows.")] = None,
     agent: Agent = None,
     model_path: ModelPath = None,

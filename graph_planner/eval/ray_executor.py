@@ -8,7 +8,8 @@ also keeps at most ``eval.batch_size`` x nodes tasks in flight so results stream
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from graph_planner.config.schema import RunConfig
 from graph_planner.data.record import TaskRecord

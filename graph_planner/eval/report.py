@@ -11,9 +11,9 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")  # files only; no display on servers/CI
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from graph_planner.eval.results import TaskResult  # noqa: E402
+from graph_planner.eval.results import TaskResult
 
 
 def summarise(results: list[TaskResult], total_tasks: int) -> dict[str, Any]:
@@ -80,7 +80,7 @@ def _plot_steps(results: list[TaskResult], path: Path) -> None:
     steps = [r.steps for r in results if r.label == "policy"]
     fig, ax = plt.subplots(figsize=(6, 3.5))
     if steps:
-        ax.hist(steps, bins=range(0, max(steps) + 2), color="#C44E52", edgecolor="white", align="left")
+        ax.hist(steps, bins=range(max(steps) + 2), color="#C44E52", edgecolor="white", align="left")
     ax.set_xlabel("steps per episode")
     ax.set_ylabel("tasks")
     ax.set_title("Steps histogram (policy)")

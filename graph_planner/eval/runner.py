@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -43,7 +44,7 @@ def safe_episode(episode_fn: EpisodeFn, task: TaskRecord) -> TaskResult:
     start = time.monotonic()
     try:
         return episode_fn(task)
-    except Exception as exc:  # noqa: BLE001 - every failure must be recorded per task
+    except Exception as exc:
         from graph_planner.sandbox.base import SandboxError
 
         category = "sandbox_error" if isinstance(exc, SandboxError) else "agent_error"

@@ -1,0 +1,1 @@
+"""GRPO training: the local one-process backend and the verl backend (config translation, Ray job)."""

@@ -1,0 +1,117 @@
+"""``gp train``: the local GRPO backend in this process, or the verl backend as a Ray job (after preflight)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from graph_planner.config.cli_options import (
+    Agent,
+    CgmModelPath,
+    ConfigFile,
+    Dataset,
+    DisableCgm,
+    DockerManifest,
+    ModelPath,
+    OutputDir,
+    PrepullContainers,
+    PrintConfig,
+    RunName,
+    SandboxBackend,
+    Seed,
+    SetItems,
+    WandbOffline,
+    YamlOnly,
+    config_from_cli,
+)
+from graph_planner.config.schema import RunConfig
+
+log = logging.getLogger(__name__)
+
+#: The env rollout of the local backend: ``make_env_rollout(config) -> (tasks, rollout_fn)``.
+ROLLOUT_MODULE = "graph_planner.training.rollout"
+
+DryRun = Annotated[bool, typer.Option("--dry-run", help="Validate (config, data, model / Ray job entry); no steps.")]
+TrainFiles = Annotated[str | None, typer.Option("--train-files", help="verl backend: train parquet.")]
+ValFiles = Annotated[str | None, typer.Option("--val-files", help="verl backend: val parquet.")]
+
+
+def run_local(config: RunConfig, dry_run: bool) -> int:
+    """Build the env rollout and the trainer, then train (or, with dry_run, report what would run)."""
+    if importlib.util.find_spec(ROLLOUT_MODULE) is None:
+        typer.echo(f"error: the local backend needs the env rollout module {ROLLOUT_MODULE} "
+                   "(make_env_rollout(config) -> (tasks, rollout_fn)), which this build does not have yet",
+                   err=True)
+        return 2
+    from graph_planner.telemetry.trackers import make_tracker
+    from graph_planner.training.local_trainer import LocalGRPOTrainer
+    from graph_planner.training.rollout import make_env_rollout  # type: ignore[import-not-found]
+
+    tasks, rollout_fn = make_env_rollout(config)
+    if dry_run:
+        trainer = LocalGRPOTrainer(config, rollout_fn, tasks)
+        typer.echo(json.dumps({"dry_run": "ok", "backend": "local", "tasks": len(tasks), "start_step": trainer.step,
+                               "steps": trainer.max_steps, "device": str(trainer.device)}))
+        return 0
+    with make_tracker(config) as tracker:
+        trainer = LocalGRPOTrainer(config, rollout_fn, tasks, log_fn=tracker)
+        tracker.watch(trainer.model)
+        trainer.train()
+    typer.echo(f"trained to step {trainer.step}; checkpoints in {trainer.run_dir / 'checkpoints'}")
+    return 0
+
+
+def run_verl(config: RunConfig, train_files: str | None, val_files: str | None, dry_run: bool) -> int:
+    """Preflight, then submit the verl job to Ray (dry runs skip the GPU rules and the cluster GPU check)."""
+    from graph_planner.config.preflight import preflight_check
+    from graph_planner.training.ray_job import submit_training_job, write_job_config
+    from graph_planner.training.verl_config import default_data_paths
+
+    if not dry_run:
+        try:
+            preflight_check(config)
+        except ValueError as exc:
+            typer.echo(str(exc), err=True)
+            return 1
+    default = default_data_paths(config)
+    train = Path(train_files or default.train).resolve()
+    val = val_files or (None if train_files else default.val)
+    args = ["--config-file", str(write_job_config(config)), "--train-files", str(train)]
+    if val:
+        args += ["--val-files", str(Path(val).resolve())]
+    return submit_training_job(config, args, dry_run=dry_run, sink=typer.echo)
+
+
+def train_cmd(
+    config_file: ConfigFile = None,
+    yaml_only: YamlOnly = False,
+    set_items: SetItems = None,
+    print_config: PrintConfig = False,
+    wandb_offline: WandbOffline = None,
+    dataset: Dataset = None,
+    model_path: ModelPath = None,
+    cgm_model_path: CgmModelPath = None,
+    agent: Agent = None,
+    docker_manifest: DockerManifest = None,
+    prepull_containers: PrepullContainers = None,
+    disable_cgm_synthesis: DisableCgm = None,
+    run_name: RunName = None,
+    output_dir: OutputDir = None,
+    seed: Seed = None,
+    sandbox: SandboxBackend = None,
+    train_files: TrainFiles = None,
+    val_files: ValFiles = None,
+    dry_run: DryRun = False,
+) -> None:
+    """GRPO training: training.backend=local runs here; verl submits a Ray job (exit 0 ok, 1 failed, 2 refused)."""
+    config = config_from_cli(locals(), extra_map={"dataset": "paths.dataset_train"})
+    if config.training.backend == "local":
+        code = run_local(config, dry_run)
+    else:
+        code = run_verl(config, train_files, val_files, dry_run)
+    raise typer.Exit(code)

@@ -1,0 +1,65 @@
+"""The local backend's env rollout: the policy under training plays real episodes in real sandboxes.
+
+Each task gets one sandbox; its ``group_size`` episodes run one after another on the same sandbox (PlannerEnv.reset
+restores the base tree), so a GRPO group shares everything but the policy's samples.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from pathlib import Path
+from typing import Any
+
+from graph_planner.config.schema import RunConfig
+from graph_planner.data.record import TaskRecord
+from graph_planner.env.types import Trajectory
+
+log = logging.getLogger(__name__)
+
+
+def load_training_tasks(config: RunConfig) -> tuple[list[TaskRecord], Path]:
+    """Training tasks from ``paths.dataset_train`` (default ``<paths.data_dir>/train.jsonl``)."""
+    from graph_planner.data.io import read_task_records
+
+    path = Path(config.paths.dataset_train or Path(config.paths.data_dir) / "train.jsonl")
+    if not path.exists():
+        raise FileNotFoundError(f"training data not found: {path} (run `gp data prepare` or set "
+                                f"paths.dataset_train)")
+    tasks = read_task_records(path)
+    if not tasks:
+        raise ValueError(f"{path}: no tasks to train on")
+    return tasks, (path if path.is_dir() else path.parent)
+
+
+def make_env_rollout(config: RunConfig) -> tuple[list[TaskRecord], Any]:
+    """``(tasks, rollout_fn)`` for LocalGRPOTrainer: rollout_fn(policy, tasks, group_size) -> trajectories."""
+    from graph_planner.agents.episode import run_episode
+    from graph_planner.agents.model_policy import ModelPolicy
+    from graph_planner.agents.rule_policy import RulePolicy
+    from graph_planner.codegraph import GraphCache
+    from graph_planner.env.planner_env import PlannerEnv
+    from graph_planner.models.chat import PolicyHandleChat
+    from graph_planner.models.synthesizers import make_synthesizer
+    from graph_planner.sandbox.factory import make_sandbox
+
+    tasks, dataset_dir = load_training_tasks(config)
+    cache = GraphCache(Path(config.paths.cache_dir) / "graphs")
+    run_id = f"train-{config.run_name}-{uuid.uuid4().hex[:6]}"
+
+    def rollout_fn(policy: Any, batch: list[TaskRecord], group_size: int) -> list[Trajectory]:
+        chat = PolicyHandleChat(policy, config.planner_sampling)
+        trajectories: list[Trajectory] = []
+        for task in batch:
+            synthesizer = make_synthesizer(config, task)
+            with make_sandbox(task, config, dataset_dir, run_id) as sandbox:
+                env = PlannerEnv(task, sandbox, config, synthesizer=synthesizer, graph_cache=cache)
+                for _ in range(group_size):
+                    fallback = RulePolicy() if config.env.use_rule_fallback else None
+                    agent = ModelPolicy(chat, config.planner_sampling, config.env.history_turns, fallback)
+                    trajectories.append(run_episode(task, env, agent))
+            log.info("rollout %s: rewards %s", task.task_id,
+                     [round(t.reward, 3) for t in trajectories[-group_size:]])
+        return trajectories
+
+    return tasks, rollout_fn
