@@ -1,0 +1,258 @@
+"""The verl agent loop of Graph Planner: one PlannerEnv (one sandbox) per trajectory, token-in/token-out turns
+through verl's server manager, and the env's episode return as ``reward_score`` (so no reward function runs).
+
+Wiring: the agent-loop config file (``actor_rollout_ref.rollout.agent.agent_loop_config_path``, written by
+:func:`write_agent_loop_config`) lists this class under every name a row may ask for, each entry carrying
+``run_config_path``: the job's run config YAML, the single source of env, sandbox, synthesiser and cap settings
+inside verl's Ray workers. The TaskRecord comes from the row's ``extra_info.task``.
+
+Tokens: the prompt (system prompt + the env's first observation, which holds the issue and the node ids; the
+row's ``raw_prompt`` is not used) is rendered once by verl's Continuous Token builder. After that tokens are only
+appended: the model's tokens as generated (mask 1), then each observation as a user turn (mask 0), so nothing the
+model produced is re-tokenized. Unlike the local ModelPolicy, history is never trimmed (``env.history_turns``
+does not apply): a trajectory is one token sequence, bounded by verl's ``response_length``; each turn generates
+at most ``planner_sampling.max_new_tokens``.
+
+Sandboxes: at most ``parallel.workflow_parallel`` open at once per node, across all worker processes
+(:mod:`graph_planner.integrations.sandbox_slots`). Env calls run in threads. The sandbox is closed and the slot
+freed on every path (done, cut by the token budget, error, cancellation), after any env call still running in
+its thread. Errors (model server, sandbox start) propagate after cleanup, so verl marks the group failed rather
+than training on a made-up reward.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+from uuid import uuid4
+
+import yaml
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
+from verl.utils.rollout_trace import rollout_trace_op
+
+from graph_planner.agents.protocol import system_prompt
+from graph_planner.config.schema import RunConfig
+from graph_planner.data.record import TaskRecord
+from graph_planner.data.registry import AGENT_NAME as ROW_AGENT_NAME
+from graph_planner.env.planner_env import PlannerEnv, StepResult
+from graph_planner.integrations.episode_setup import (
+    build_planner_env,
+    dataset_dir_for,
+    load_run_config_file,
+    row_dict,
+    task_from_row,
+)
+from graph_planner.integrations.sandbox_slots import SandboxSlot, SandboxSlots
+from graph_planner.training.verl_config import AGENT_LOOP_NAME
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: Every name the loop answers to: verl_config's ``default_agent_loop`` and the ``agent_name`` registered rows
+#: carry (in verl a row's agent_name wins over the default).
+AGENT_LOOP_NAMES = tuple(dict.fromkeys((AGENT_LOOP_NAME, ROW_AGENT_NAME)))
+AGENT_LOOP_TARGET = f"{__name__}.GraphPlannerAgentLoop"
+
+
+def agent_loop_config_entries(run_config_path: str | Path) -> list[dict[str, Any]]:
+    """The agent-loop config file's entries: one per name, all with the run config's absolute path."""
+    path = str(Path(run_config_path).expanduser().resolve())
+    return [{"name": name, "_target_": AGENT_LOOP_TARGET, "run_config_path": path} for name in AGENT_LOOP_NAMES]
+
+
+def write_agent_loop_config(path: str | Path, run_config_path: str | Path) -> Path:
+    """Write the file ``actor_rollout_ref.rollout.agent.agent_loop_config_path`` points at; returns its path."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(yaml.safe_dump(agent_loop_config_entries(run_config_path), sort_keys=False), encoding="utf-8")
+    return out
+
+
+class EpisodeSandbox:
+    """The env side of one trajectory. The env is sync (docker calls block), so its calls run on the slot pool's
+    threads; ``close`` waits for a call still running (cancelling an await does not stop its thread), closes the
+    sandbox, frees the slot, and completes even when the task awaiting it is cancelled again."""
+
+    def __init__(self, slots: SandboxSlots, slot: SandboxSlot) -> None:
+        self.slots = slots
+        self.slot = slot
+        self.env: PlannerEnv | None = None
+        self._inflight: concurrent.futures.Future[Any] | None = None
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        future = self.slots.executor.submit(fn, *args)
+        self._inflight = future
+        return await asyncio.wrap_future(future)
+
+    async def open(self, build: Callable[[], PlannerEnv]) -> tuple[str, dict[str, Any]]:
+        """Build the env (sandbox + synthesiser) and reset it, which starts the sandbox; returns the first obs."""
+        def build_and_reset() -> tuple[str, dict[str, Any]]:
+            self.env = build()  # kept before start, so close() finds a sandbox whose start was interrupted
+            return self.env.reset()
+
+        return await self.call(build_and_reset)
+
+    def _close_now(self) -> None:
+        try:
+            if self._inflight is not None:
+                concurrent.futures.wait([self._inflight])
+            if self.env is not None:
+                try:
+                    self.env.sandbox.close()
+                except Exception as exc:  # noqa: BLE001 - cleanup must go on; the reaper handles docker leftovers
+                    log.warning("task %s: closing the sandbox failed: %s", self.env.task.task_id, exc)
+        finally:
+            self.slot.release()
+
+    async def close(self) -> None:
+        await asyncio.shield(asyncio.wrap_future(self.slots.executor.submit(self._close_now)))
+
+
+def episode_summary(env: PlannerEnv, last: StepResult | None, rewards: list[float], config: RunConfig) -> dict[str, Any]:
+    """What the trajectory reports: the env's own episode info, or (when verl's token budget cut the episode
+    before the env ended it) the counters so far, charged like the env's own limits (timeout + failure)."""
+    if last is not None and last.done:
+        info = last.info.get("episode", {})
+        episode_return = sum(rewards)
+        reason, resolved = str(info.get("termination_reason", "")), bool(info.get("resolved"))
+    else:
+        info = env.stats.to_dict()
+        episode_return = sum(rewards) - config.env.timeout_penalty - config.env.failure_penalty
+        reason, resolved = "response_length", False
+    return {
+        "task_id": env.task.task_id,
+        "termination_reason": reason,
+        "resolved": resolved,
+        "episode_return": round(episode_return, 6),
+        "steps": len(rewards),
+        "parse_errors": int(info.get("parse_errors", 0)),
+        "invalid_actions": int(info.get("invalid_actions", 0)),
+        "tests_run": int(info.get("tests_run", 0)),
+        "patch_stats": info.get("patch_stats", {}),
+        "synthesizer": getattr(env.synthesizer, "name", type(env.synthesizer).__name__),
+        "diagnostic": info.get("diagnostic"),
+    }
+
+
+@register(AGENT_LOOP_NAME)
+class GraphPlannerAgentLoop(AgentLoopBase):
+    """Runs one Graph Planner episode per ``run`` (verl makes a new instance per trajectory)."""
+
+    def __init__(self, *args: Any, run_config_path: str | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not run_config_path:
+            raise ValueError(
+                "GraphPlannerAgentLoop needs run_config_path (the job's run config YAML) in its entry of the "
+                "agent-loop config file; write that file with graph_planner.training.agent_loop."
+                "write_agent_loop_config")
+        self.run_config = load_run_config_file(run_config_path)
+        self.response_length = int(self.rollout_config.response_length)
+        self.slots = SandboxSlots.for_run(self.run_config.run_name, self.run_config.parallel.workflow_parallel)
+        self.run_id = f"verl-{self.run_config.run_name}"
+
+    @rollout_trace_op
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+        row = row_dict(kwargs.get("extra_info") or {})
+        task = task_from_row(row)
+        dataset_dir = dataset_dir_for(task, self.run_config, row)
+        slot = await self.slots.acquire()
+        box = EpisodeSandbox(self.slots, slot)  # no await between acquire and try: the slot cannot leak
+        try:
+            return await self._episode(box, task, dataset_dir, dict(sampling_params))
+        except Exception as exc:
+            exc.add_note(f"graph planner agent loop: task {task.task_id} (run {self.run_id})")
+            raise
+        finally:
+            await box.close()
+
+    async def _episode(self, box: EpisodeSandbox, task: TaskRecord, dataset_dir: Path,
+                       sampling_params: dict[str, Any]) -> AgentLoopOutput:
+        config = self.run_config
+        started = time.perf_counter()
+        first_obs, _ = await box.open(lambda: build_planner_env(task, config, dataset_dir, self.run_id))
+        env_s = time.perf_counter() - started
+        env = box.env
+        assert env is not None
+        messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt()},
+                                          {"role": "user", "content": first_obs}]
+        tokens = await self.ct_build_initial_tokens(messages)
+        mask: list[int] = []
+        logprobs: list[float] = []
+        rewards: list[float] = []
+        last: StepResult | None = None
+        request_id = uuid4().hex  # one id per episode: sticky routing, prefix-cache hits
+        gen_s, preempted, generations, observations = 0.0, -1, 0, 0
+        while True:
+            budget = min(self.response_length - len(mask), config.planner_sampling.max_new_tokens)
+            if budget <= 0:
+                break
+            clock = time.perf_counter()
+            out = await self.server_manager.generate(request_id=request_id, prompt_ids=tokens,
+                                                     sampling_params={**sampling_params, "max_tokens": budget})
+            gen_s += time.perf_counter() - clock
+            if out.num_preempted is not None:
+                preempted = max(preempted, 0) + out.num_preempted
+            merged, mask, new_logprobs = await self.ct_merge_assistant_token(
+                tokens, out.token_ids, mask, logprobs if (logprobs or out.log_probs) else None,
+                assistant_logprobs=out.log_probs or None)
+            tokens, generations = merged.token_ids, generations + 1
+            if new_logprobs is not None:
+                logprobs = new_logprobs
+            text = self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
+            clock = time.perf_counter()
+            last = await box.call(env.step, text)
+            env_s += time.perf_counter() - clock
+            rewards.append(last.reward)
+            if last.done or len(mask) >= self.response_length:
+                break
+            previous = [*messages, {"role": "assistant", "content": text}]
+            updated = [*previous, {"role": "user", "content": last.observation}]
+            merged, new_mask, new_logprobs = await self.ct_merge_context_msg(
+                previous, updated, tokens, mask, logprobs or None)
+            if len(new_mask) >= self.response_length:
+                break  # the observation does not fit: the episode ends here, cut by the token budget
+            tokens, mask, messages, observations = merged.token_ids, new_mask, updated, observations + 1
+            if logprobs:
+                logprobs = new_logprobs or []
+        return self._output(env, tokens, mask, logprobs, rewards, last,
+                            {"generate_sequences": gen_s, "tool_calls": env_s, "num_preempted": preempted},
+                            num_turns=1 + generations + observations)
+
+    def _output(self, env: PlannerEnv, tokens: list[int], mask: list[int], logprobs: list[float],
+                rewards: list[float], last: StepResult | None, metrics: dict[str, Any],
+                num_turns: int) -> AgentLoopOutput:
+        summary = episode_summary(env, last, rewards, self.run_config)
+        split = len(tokens) - len(mask)
+        limit = self.response_length
+        kept = summary["patch_stats"].get("kept", 0) if isinstance(summary["patch_stats"], dict) else 0
+        return AgentLoopOutput(
+            prompt_ids=tokens[:split],
+            response_ids=tokens[split:][:limit],
+            response_mask=mask[:limit],
+            response_logprobs=logprobs[:limit] if logprobs else None,
+            reward_score=summary["episode_return"],
+            num_turns=num_turns,
+            metrics=metrics,
+            extra_fields={
+                "turn_scores": list(rewards),
+                "tool_rewards": [],
+                "graph_planner": summary,
+                # same keys for every sample: verl logs these next to the score
+                "reward_extra_info": {
+                    "gp_resolved": float(summary["resolved"]),
+                    "gp_steps": summary["steps"],
+                    "gp_parse_errors": summary["parse_errors"],
+                    "gp_patches_kept": int(kept),
+                    "gp_truncated": float(summary["termination_reason"] == "response_length"),
+                },
+            },
+        )
+
+
+for _alias in AGENT_LOOP_NAMES[1:]:
+    register(_alias)(GraphPlannerAgentLoop)
