@@ -85,6 +85,27 @@ def preflight_cmd(
 
 # --- sub-command groups (one line each; modules own their commands) ---------------------------------------
 # (helpers register their typer sub-apps / commands below this line)
+from graph_planner.grading.commands import validate_tasks_cmd  # noqa: E402
+
+app.command("validate-tasks")(validate_tasks_cmd)
+from graph_planner.data.commands import data_app  # noqa: E402
+
+app.add_typer(data_app, name="data")
+from graph_planner.env.commands import smoke_cmd  # noqa: E402
+from graph_planner.models.serve import serve_cmd  # noqa: E402
+
+app.command("smoke")(smoke_cmd)
+app.command("serve")(serve_cmd)
+from graph_planner.sandbox.commands import images_app, sandbox_app  # noqa: E402
+
+app.add_typer(sandbox_app, name="sandbox")
+app.add_typer(images_app, name="images")
+from graph_planner.eval.commands import eval_cmd  # noqa: E402
+
+app.command("eval")(eval_cmd)
+from graph_planner.training.commands import train_cmd  # noqa: E402
+
+app.command("train")(train_cmd)
 
 
 if __name__ == "__main__":

@@ -213,6 +213,8 @@ class Resolver:
         binding = table.get(name)
         if binding is not None:
             return self.lookup_module(binding.module, () if binding.name is None else (binding.name,))
+        if name in _BUILTINS:  # `len`, `set`...: not worth a walk through every star import
+            return None
         for module in stars:
             found = self.lookup_module(module, (name,))
             if found is not None:

@@ -259,7 +259,6 @@ class EvalConfig(Section):
     executor: Literal["local", "ray"] = Field("local", description="Where episodes run.")
     limit: int | None = Field(None, ge=1, description="Max tasks.")
     baselines: bool = Field(False, description="Also run gold and empty-patch baseline rows.")
-    use_swebench_harness: bool = Field(False, description="Also grade predictions with the official harness.")
     ray_cpus_per_episode: float = Field(
         1.0, gt=0, description="executor=ray: CPUs each episode reserves, so a node runs at most cpus/this at once."
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -93,11 +94,28 @@ def evaluate_dataset(config: RunConfig, dataset: str | Path | None = None, conso
         def results_iter(todo: list[TaskRecord]) -> Iterable[TaskResult]:
             return iter_local(todo, episode_fn, config.eval.batch_size)
 
-    return run_evaluation(
-        tasks, run_dir, results_iter,
-        model_name=config.eval.model_name or config.run_name,
-        run_name=config.run_name,
-        baselines=baseline_rows(config, dataset_dir) if config.eval.baselines else None,
-        console=console,
-        on_result=on_result,
-    )
+    from graph_planner.telemetry.session import run_telemetry
+
+    started = time.monotonic()
+    with run_telemetry(config, run_dir) as tracker:
+        resolved = 0
+
+        def track(result: TaskResult, done: int, total: int) -> None:
+            nonlocal resolved
+            resolved += int(result.resolved)
+            minutes = max(time.monotonic() - started, 1e-6) / 60
+            tracker({"eval/completed": done, "eval/resolved": resolved, "eval/resolved_rate_run": resolved / done,
+                     "episodes_per_min": done / minutes, "eval/steps": result.steps}, done)
+            if on_result is not None:
+                on_result(result, done, total)
+
+        outcome = run_evaluation(
+            tasks, run_dir, results_iter,
+            model_name=config.eval.model_name or config.run_name,
+            run_name=config.run_name,
+            baselines=baseline_rows(config, dataset_dir) if config.eval.baselines else None,
+            console=console,
+            on_result=track,
+        )
+        tracker({"eval/resolved_rate": outcome.summary["resolved_rate"]}, len(tasks) + 1)
+    return outcome

@@ -58,7 +58,7 @@ def eval_cmd(
     console = Console(stderr=True)
     try:
         outcome = evaluate_dataset(config, console=console)
-    except (FileNotFoundError, ValueError) as exc:
+    except (FileNotFoundError, ValueError, ConnectionError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
     table = Table(title=f"eval {config.run_name}")

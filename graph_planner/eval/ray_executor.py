@@ -41,7 +41,15 @@ def iter_ray(tasks: list[TaskRecord], config: RunConfig, dataset_dir: str, run_i
     from graph_planner.config.loader import config_to_dict
 
     if not ray.is_initialized():
-        ray.init(address=address or config.resources.ray_address or "auto", log_to_driver=False)
+        target = address or config.resources.ray_address or "auto"
+        try:
+            ray.init(address=target, log_to_driver=False)
+        except (ConnectionError, RuntimeError) as exc:
+            raise ConnectionError(
+                f"eval.executor=ray: cannot reach a Ray cluster at {target!r} ({exc}). Start one (`ray start --head`) "
+                "or set resources.ray_address / RAY_ADDRESS; Ray >= 2.59 clusters need RAY_AUTH_MODE=token in the "
+                "client environment."
+            ) from None
     nodes = max(1, len([n for n in ray.nodes() if n.get("Alive")]))
     remote = ray.remote(num_cpus=config.eval.ray_cpus_per_episode, scheduling_strategy="SPREAD",
                         max_retries=0)(_episode_on_node)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
+import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -48,7 +49,8 @@ def run_local(config: RunConfig, dry_run: bool) -> int:
                    "(make_env_rollout(config) -> (tasks, rollout_fn)), which this build does not have yet",
                    err=True)
         return 2
-    from graph_planner.telemetry.trackers import make_tracker
+    from graph_planner.telemetry.metrics import episode_metrics
+    from graph_planner.telemetry.session import run_telemetry
     from graph_planner.training.local_trainer import LocalGRPOTrainer
     from graph_planner.training.rollout import make_env_rollout  # type: ignore[import-not-found]
 
@@ -58,8 +60,24 @@ def run_local(config: RunConfig, dry_run: bool) -> int:
         typer.echo(json.dumps({"dry_run": "ok", "backend": "local", "tasks": len(tasks), "start_step": trainer.step,
                                "steps": trainer.max_steps, "device": str(trainer.device)}))
         return 0
-    with make_tracker(config) as tracker:
-        trainer = LocalGRPOTrainer(config, rollout_fn, tasks, log_fn=tracker)
+    with run_telemetry(config) as tracker:
+        step_episodes: list[Any] = []  # every rollout wave of the current step
+        step_seconds = [0.0]
+
+        def rollout_with_metrics(policy: Any, batch: list[Any], group_size: int) -> list[Any]:
+            started = time.monotonic()
+            trajectories = rollout_fn(policy, batch, group_size)
+            step_seconds[0] += time.monotonic() - started
+            step_episodes.extend(trajectories)
+            return trajectories
+
+        def log_fn(metrics: dict[str, float], step: int) -> None:
+            episodes = episode_metrics(step_episodes, max(step_seconds[0], 1e-6), config) if step_episodes else {}
+            step_episodes.clear()
+            step_seconds[0] = 0.0
+            tracker({**episodes, **metrics}, step)  # patch_*, reject/*, parse-error rate + the trainer's own
+
+        trainer = LocalGRPOTrainer(config, rollout_with_metrics, tasks, log_fn=log_fn)
         tracker.watch(trainer.model)
         trainer.train()
     typer.echo(f"trained to step {trainer.step}; checkpoints in {trainer.run_dir / 'checkpoints'}")

@@ -39,8 +39,8 @@ class VerlDataPaths:
 
 
 def default_data_paths(config: RunConfig) -> VerlDataPaths:
-    """Where registration puts the parquet files: ``<data.output_dir>/<data.dataset_name>/<split>.parquet``."""
-    root = Path(config.data.output_dir) / config.data.dataset_name
+    """Where `gp data register` puts the parquet files: ``<data.output_dir>/registry/<dataset_name>/<split>.parquet``."""
+    root = Path(config.data.output_dir) / "registry" / config.data.dataset_name
     return VerlDataPaths(train=str(root / "train.parquet"), val=str(root / "val.parquet"))
 
 

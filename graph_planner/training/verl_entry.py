@@ -129,7 +129,7 @@ def run(config: RunConfig, config_path: str, data: VerlDataPaths, agent_loop: st
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m graph_planner.training.verl_entry", description=__doc__)
     parser.add_argument("--config-file", required=True, help="resolved_config.yaml of the run")
-    parser.add_argument("--train-files", help="train parquet (default <data.output_dir>/<dataset_name>/train.parquet)")
+    parser.add_argument("--train-files", help="train parquet (default <data.output_dir>/registry/<dataset_name>/train.parquet)")
     parser.add_argument("--val-files", help="val parquet (default beside the train file)")
     parser.add_argument("--agent-loop", default=DEFAULT_AGENT_LOOP, help="module:Class of the verl agent loop")
     parser.add_argument("--dry-run", action="store_true", help="validate config, data and agent loop; no training")
