@@ -7,7 +7,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export RAY_AUTH_MODE := token
 export HF_HUB_OFFLINE := 1
 
-.PHONY: venv demo test test-fast docker-up docker-down clean
+.PHONY: venv demo test test-fast deploy undeploy docker-up docker-down clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,8 +19,16 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# The main job: the pipeline flow on configs/experiments/local_debug.yaml (ephemeral Prefect, results cached here).
 demo: $(STAMP)
-	$(BIN)/python -m graph_planner.demo
+	PREFECT_HOME=$(CURDIR)/.cache/prefect $(BIN)/python -m flows.demo
+
+# A local Prefect server + process worker with the deployments of deployments/prefect.yaml (UI on :4200).
+deploy: $(STAMP)
+	bash scripts/prefect-local.sh start
+
+undeploy:
+	bash scripts/prefect-local.sh stop
 
 # As root (and always in CI) the docker tests get a real engine + registry (scripts/docker-up.sh); elsewhere they skip.
 test: $(STAMP)

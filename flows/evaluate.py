@@ -1,0 +1,28 @@
+"""evaluate: prepare the data (cached after the first run) -> run the policy on the eval split and grade it ->
+publish the report (the ``nightly-eval`` deployment)."""
+
+from __future__ import annotations
+
+from prefect import flow
+
+from flows import DEFAULT_CONFIG
+from tasks.config import resolve_config
+from tasks.data import download_and_normalise
+from tasks.evaluation import evaluate as evaluate_task
+from tasks.evaluation import publish_report
+
+
+@flow(name="evaluate")
+def evaluate(
+    config_path: str = DEFAULT_CONFIG,
+    overrides: list[str] = [],  # noqa: B006 - never mutated
+    dataset: str | None = None,
+    limit: int | None = None,
+    model: str | None = None,
+) -> str:
+    """Evaluate ``model`` (default: paths.planner_model) on ``dataset`` (default: paths.dataset_eval), at most
+    ``limit`` tasks; returns the report path."""
+    config_file = resolve_config(config_path, overrides,
+                                 {"paths.dataset_eval": dataset, "eval.limit": limit, "paths.planner_model": model})
+    download_and_normalise(config_file)  # the eval split must exist (a cache hit after the first run)
+    return publish_report(config_file, evaluate_task(config_file))

@@ -1,0 +1,30 @@
+"""pipeline: the whole DAG, one task per step (each step is one hop from its graph_planner function):
+
+    download + normalise -> docker manifest -> parallel prepull -> dataset registration
+      -> preflight -> GRPO training (local or Ray job) -> SWE-bench style eval -> report artifacts
+"""
+
+from __future__ import annotations
+
+from prefect import flow, unmapped
+from prefect.task_runners import ThreadPoolTaskRunner
+
+from flows import DEFAULT_CONFIG
+from tasks.config import resolve_config
+from tasks.data import build_manifest, download_and_normalise, register_dataset
+from tasks.evaluation import evaluate, publish_report
+from tasks.images import prepull_image, select_images
+from tasks.preflight import preflight
+from tasks.training import run_training
+
+
+@flow(name="pipeline", task_runner=ThreadPoolTaskRunner(max_workers=8))
+def pipeline(config_path: str = DEFAULT_CONFIG, overrides: list[str] = []) -> str:  # noqa: B006 - never mutated
+    """Prepare data, train, evaluate the trained checkpoint; returns the report path."""
+    config_file = resolve_config(config_path, overrides)
+    dataset_dir = download_and_normalise(config_file)
+    manifest = build_manifest(config_file, dataset_dir)
+    prepull_image.map(select_images(config_file, manifest), config_file=unmapped(config_file)).result()
+    registry = register_dataset(config_file, dataset_dir)
+    checkpoint = run_training(preflight(config_file), registry)
+    return publish_report(config_file, evaluate(config_file, checkpoint), checkpoint)

@@ -1,0 +1,21 @@
+"""prepare-data: download + normalise -> docker manifest -> parallel prepull -> dataset registration."""
+
+from __future__ import annotations
+
+from prefect import flow, unmapped
+from prefect.task_runners import ThreadPoolTaskRunner
+
+from flows import DEFAULT_CONFIG
+from tasks.config import resolve_config
+from tasks.data import build_manifest, download_and_normalise, register_dataset
+from tasks.images import prepull_image, select_images
+
+
+@flow(name="prepare-data", task_runner=ThreadPoolTaskRunner(max_workers=8))
+def prepare_data(config_path: str = DEFAULT_CONFIG, overrides: list[str] = []) -> str:  # noqa: B006 - never mutated
+    """Prepare the configured datasets; returns the registry dir (verl parquet per split)."""
+    config_file = resolve_config(config_path, overrides)
+    dataset_dir = download_and_normalise(config_file)
+    manifest = build_manifest(config_file, dataset_dir)
+    prepull_image.map(select_images(config_file, manifest), config_file=unmapped(config_file)).result()
+    return register_dataset(config_file, dataset_dir)

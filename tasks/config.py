@@ -1,0 +1,37 @@
+"""Resolve the run config once per flow run: defaults < YAML < overrides, written as resolved_config.yaml.
+
+Every later task takes the path of that file (never the config object), so cache keys can follow exactly the
+config values each step reads (see :class:`tasks.caching.ConfigKeys`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from graph_planner.config.loader import load_run_config, parse_set_override
+from graph_planner.config.schema import RunConfig
+from tasks.artifacts import link_files
+
+
+def overrides_to_dict(overrides: list[str], extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``["a.b=1", ...]`` plus typed flow extras (None = not given) as dotted overrides; extras win."""
+    merged = dict(parse_set_override(item) for item in overrides)
+    merged.update({key: value for key, value in (extra or {}).items() if value is not None})
+    return merged
+
+
+@task(name="resolve-config", cache_policy=NO_CACHE)
+def resolve_config(config_path: str, overrides: list[str], extra: dict[str, Any] | None = None) -> str:
+    """Merge and validate the run config, write ``<run dir>/resolved_config.yaml`` and return its path."""
+    config = load_run_config(config_path, cli_overrides=overrides_to_dict(overrides, extra), write=True)
+    assert config.resolved_config_path is not None
+    link_files({"resolved-config": config.resolved_config_path}, key_prefix=config.run_name)
+    return config.resolved_config_path
+
+
+def load_resolved(config_file: str) -> RunConfig:
+    """The run config a flow resolved (the file reloads to the same run)."""
+    return load_run_config(config_file, yaml_only=True)

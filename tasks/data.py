@@ -1,0 +1,78 @@
+"""Data steps: download + normalise (I/O, retried), docker manifest and dataset registration (deterministic,
+cached on content, never retried). Logic lives in :mod:`graph_planner.data`; these are orchestration wrappers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from prefect import get_run_logger, task
+from prefect.cache_policies import INPUTS, TASK_SOURCE
+
+from graph_planner.data.manifest import resolve_manifest
+from graph_planner.data.prepare import PrepareSummary, prepare_datasets
+from graph_planner.data.registry import register_dataset as register_split
+from tasks.artifacts import ProgressArtifact
+from tasks.caching import ConfigKeys, ExistingOutputs, InputFileContents, LibrarySource
+from tasks.config import load_resolved
+from tasks.retry import IO_RETRIES, IO_RETRY_DELAYS, IO_RETRY_JITTER, transient_only
+
+#: Sub-dir of the prepared data dir where registration writes verl parquet (same place as `gp data register`).
+REGISTRY_DIR = "registry"
+#: Config values that decide what prepare_datasets writes, and the local sources whose bytes it reads.
+DATA_KEYS = ConfigKeys(keys=("data",), exclude=("data.dataset_name",), files=("data.r2e_dataset", "data.swebench_dataset", "data.custom_path",
+                                              "data.repos_dir"))
+#: Steps reading the prepared dir: key on its content, but not on the registry that a later step writes inside.
+PREPARED_CONTENT = InputFileContents(exclude=("config_file",), ignore_dirs=(REGISTRY_DIR,))
+
+
+@task(name="download-and-normalise", persist_result=True, retries=IO_RETRIES, retry_delay_seconds=IO_RETRY_DELAYS,
+      retry_jitter_factor=IO_RETRY_JITTER, retry_condition_fn=transient_only,
+      cache_policy=ExistingOutputs(policy=TASK_SOURCE + LibrarySource(modules=("graph_planner.data",)) + DATA_KEYS))
+def download_and_normalise(config_file: str) -> str:
+    """Load every configured source (HF hub or local files), write TaskRecord JSONL + instances + manifests;
+    return the prepared dir. A changed source file or ``data.*`` value re-runs it; transient errors retry."""
+    config = load_resolved(config_file)
+    bar = ProgressArtifact("prepare-data-progress", "rows normalised (current source/split)")
+    summary = prepare_datasets(config.data, progress=lambda stage, done, total: bar.update(done, total, stage))
+    counts = {f"{s.source}/{split}": f"{c.kept} kept, {c.rejected} rejected"
+              for s in summary.sources.values() for split, c in s.splits.items()}
+    get_run_logger().info("prepared %s: %s", summary.out_dir, json.dumps(counts))
+    if summary.nothing_kept:
+        raise ValueError(f"no task was kept ({summary.total_rejected} rejected); see the rejected.jsonl files "
+                         f"under {summary.out_dir}")
+    return summary.out_dir
+
+
+@task(name="build-manifest", persist_result=True,
+      cache_policy=ExistingOutputs(policy=(INPUTS - "config_file") + TASK_SOURCE
+                                   + LibrarySource(modules=("graph_planner.data.manifest",))
+                                   + ConfigKeys(keys=("env.docker_manifest",), files=("env.docker_manifest",))
+                                   + PREPARED_CONTENT))
+def build_manifest(config_file: str, dataset_dir: str) -> str:
+    """The docker image manifest: ``env.docker_manifest`` if set, else the prepared dir's (written if absent)."""
+    config = load_resolved(config_file)
+    return str(resolve_manifest(config.env.docker_manifest, dataset_dir))
+
+
+@task(name="register-dataset", persist_result=True,
+      cache_policy=ExistingOutputs(policy=(INPUTS - "config_file") + TASK_SOURCE
+                                   + LibrarySource(modules=("graph_planner.data.registry",))
+                                   + ConfigKeys(keys=("data.dataset_name",)) + PREPARED_CONTENT))
+def register_dataset(config_file: str, dataset_dir: str) -> str:
+    """Register every prepared split as verl parquet under ``<dataset dir>/registry``; return that dir."""
+    config = load_resolved(config_file)
+    summary = PrepareSummary.model_validate(
+        {**json.loads((Path(dataset_dir) / "summary.json").read_text(encoding="utf-8")), "out_dir": dataset_dir})
+    by_split: dict[str, list[Path]] = {}
+    for source in summary.sources.values():
+        for split, counts in source.splits.items():
+            if counts.kept:
+                by_split.setdefault(split, []).append(summary.split_path(source.source, split))
+    registry = Path(dataset_dir) / REGISTRY_DIR
+    logger = get_run_logger()
+    for split, files in sorted(by_split.items()):
+        result = register_split(files, config.data.dataset_name, registry, split)
+        logger.info("%s %s/%s: %d rows -> %s", "registered" if result.changed else "unchanged", result.name,
+                    split, result.rows, result.path)
+    return str(registry)

@@ -1,0 +1,89 @@
+"""Evaluation step (SWE-bench style grading of the policy on the eval split) and the report artifacts.
+
+The eval output dir is content-addressed (``<run dir>/evals/<cache key>/eval``): a different checkpoint or
+dataset never resumes, and is never mistaken for, another input's results, while a crashed attempt with the
+same inputs resumes where it stopped (the library skips finished tasks).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from prefect import get_run_logger, task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.cache_policies import INPUTS, NO_CACHE, TASK_SOURCE
+from prefect.transactions import get_transaction
+
+from graph_planner.eval.results import ResultsStore, TaskResult
+from tasks.artifacts import ProgressArtifact, artifact_key, link_files, table_rows
+from tasks.caching import ConfigKeys, ExistingOutputs, InputFileContents, LibrarySource
+from tasks.config import load_resolved
+
+#: Everything an eval run reads (training.* and data.* do not change its results).
+EVAL_KEYS = ConfigKeys(
+    keys=("experiment", "paths.dataset_eval", "paths.planner_model", "paths.planner_tokenizer", "paths.cgm_model",
+          "paths.cgm_tokenizer", "paths.cache_dir", "backends", "planner_sampling", "cgm_generation", "env",
+          "sandbox", "eval", "logging.output_dir"),
+    files=("paths.dataset_eval", "paths.planner_model", "paths.planner_tokenizer", "paths.cgm_model"),
+)
+RESULT_COLUMNS = ["instance_id", "label", "resolved", "category", "steps", "seconds", "termination_reason", "error"]
+
+
+@task(name="evaluate", persist_result=True,
+      cache_policy=ExistingOutputs(policy=(INPUTS - "config_file") + TASK_SOURCE
+                                   + LibrarySource(modules=("graph_planner",)) + EVAL_KEYS
+                                   + InputFileContents(exclude=("config_file",))))
+def evaluate(config_file: str, model: str | None = None) -> str:
+    """Evaluate ``model`` (default ``paths.planner_model``) on ``paths.dataset_eval``; return the eval dir."""
+    from graph_planner.eval.api import evaluate_dataset
+
+    config = load_resolved(config_file)
+    if model:
+        config.paths.planner_model = model
+    transaction = get_transaction()
+    fingerprint = (transaction.key if transaction and transaction.key else "uncached")[:16]
+    assert config.resolved_run_dir is not None
+    config = config.model_copy(update={"resolved_run_dir": str(Path(config.resolved_run_dir) / "evals" / fingerprint)})
+    bar = ProgressArtifact("eval-progress", f"tasks evaluated ({config.run_name})")
+    logger = get_run_logger()
+
+    def on_result(result: TaskResult, done: int, total: int) -> None:
+        bar.update(done, total, f"{done}/{total} tasks")
+        logger.info("%s: %s (%s, %d steps)", result.instance_id, "resolved" if result.resolved else "unresolved",
+                    result.category, result.steps)
+
+    outcome = evaluate_dataset(config, on_result=on_result)
+    bar.update(1, 1)
+    logger.info("resolved %s/%s -> %s", outcome.summary["resolved"], outcome.summary["total_tasks"],
+                outcome.report_path)
+    return str(outcome.run_dir)
+
+
+@task(name="publish-report", cache_policy=NO_CACHE)
+def publish_report(config_file: str, eval_dir: str, model: str | None = None) -> str:
+    """Markdown summary, per-task table and links to the report files and resolved config (every run, also when
+    the evaluation itself came from the cache); return the report path."""
+    config = load_resolved(config_file)
+    run = artifact_key(config.run_name)
+    directory = Path(eval_dir)
+    summary = json.loads((directory / "report.json").read_text(encoding="utf-8"))
+    rows = [r.model_dump() for r in ResultsStore(directory / "results.jsonl").load()]
+    lines = [f"# {config.run_name}", "",
+             (f"Resolved **{summary['resolved']}/{summary['completed_tasks']}** ({summary['resolved_rate']:.1%}) "
+              f"of {summary['total_tasks']} tasks."), "",
+             "| item | value |", "|---|---|",
+             f"| model | `{model or config.paths.planner_model}` |",
+             f"| eval dataset | `{config.paths.dataset_eval}` |",
+             f"| training backend | {config.training.backend} ({config.training.total_steps} steps) |",
+             f"| sandbox | {config.backends.sandbox} |",
+             f"| report | `{directory / 'report.md'}` |",
+             f"| resolved config | `{config_file}` |"]
+    create_markdown_artifact(markdown="\n".join(lines), key=f"{run}-summary",
+                             description=f"run summary of {config.run_name}")
+    create_table_artifact(table=table_rows(rows, RESULT_COLUMNS), key=f"{run}-eval-results",
+                          description=f"per-task eval results of {config.run_name}")
+    files = {name: directory / name for name in ("report.md", "report.json", "predictions.jsonl", "results.jsonl",
+                                                  "resolved_rate.png", "outcomes.png", "steps_hist.png")}
+    link_files(files, key_prefix=run)  # the resolved config is linked by resolve-config
+    return str(directory / "report.md")

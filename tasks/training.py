@@ -1,0 +1,141 @@
+"""GRPO training step. ``training.backend=local`` trains in this process (toy model / one GPU); ``verl`` submits
+the verl job to Ray and follows it to the end, forwarding its log lines as ``[ray] ...`` into the run logger and
+a progress artifact. Only the *submission* is retried (transient cluster errors); a failed job fails the step.
+
+Result: the checkpoint to evaluate (local: ``<run dir>/checkpoints/step_<k>/model``, an ordinary HF model dir;
+verl: the latest ``global_step_<k>/actor/huggingface`` dir when verl wrote one, else the checkpoint root).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from prefect import get_run_logger, task
+from prefect.cache_policies import INPUTS, NO_CACHE, TASK_SOURCE
+
+from graph_planner.config.schema import RunConfig
+from tasks.artifacts import ProgressArtifact
+from tasks.caching import ConfigKeys, ExistingOutputs, InputFileContents, LibrarySource
+from tasks.config import load_resolved
+from tasks.retry import IO_RETRIES, IO_RETRY_DELAYS, IO_RETRY_JITTER, transient_only
+
+#: Everything a training run reads (eval.*, data.* and telemetry.* do not change the trained weights).
+TRAIN_KEYS = ConfigKeys(
+    keys=("experiment", "paths.data_dir", "paths.dataset_train", "paths.dataset_val", "paths.planner_model",
+          "paths.planner_tokenizer", "paths.cgm_model", "paths.cgm_tokenizer", "paths.cache_dir", "backends",
+          "planner_sampling", "cgm_generation", "training", "env", "sandbox", "parallel", "resources", "logging",
+          "verl_overrides"),
+    files=("paths.dataset_train", "paths.dataset_val", "paths.planner_model", "paths.planner_tokenizer",
+           "paths.cgm_model", "training.resume_from"),
+)
+_VERL_STEP = re.compile(r"\bstep:(\d+)\b")
+
+
+@task(name="train", persist_result=True,
+      cache_policy=ExistingOutputs(policy=(INPUTS - "config_file") + TASK_SOURCE
+                                   + LibrarySource(modules=("graph_planner",)) + TRAIN_KEYS
+                                   + InputFileContents(exclude=("config_file",))))
+def run_training(config_file: str, registry: str) -> str:
+    """Train to ``training.total_steps``; return the checkpoint to evaluate."""
+    config = load_resolved(config_file)
+    bar = ProgressArtifact("training-progress", f"GRPO steps of {config.run_name} ({config.training.backend})")
+    if config.training.backend == "local":
+        return train_local(config, bar)
+    return train_verl(config, config_file, registry, bar)
+
+
+def train_local(config: RunConfig, bar: ProgressArtifact) -> str:
+    from graph_planner.telemetry.trackers import make_tracker
+    from graph_planner.training.checkpoint import MODEL_DIR, latest_checkpoint
+    from graph_planner.training.local_trainer import LocalGRPOTrainer
+    from graph_planner.training.rollout import make_env_rollout
+
+    logger = get_run_logger()
+    tasks, rollout_fn = make_env_rollout(config)
+    with make_tracker(config) as tracker:
+        total = config.training.total_steps
+
+        def log_fn(metrics: dict[str, float], step: int) -> None:
+            tracker(metrics, step)
+            bar.update(step, total, f"step {step}/{total}")
+            logger.info("step %d/%d: reward/mean=%.3f loss=%.4f", step, total, metrics.get("reward/mean", 0.0),
+                        metrics.get("loss", float("nan")))
+
+        trainer = LocalGRPOTrainer(config, rollout_fn, tasks, log_fn=log_fn)
+        total = trainer.max_steps
+        tracker.watch(trainer.model)
+        trainer.train()
+    checkpoint = latest_checkpoint(trainer.run_dir)
+    if checkpoint is None:
+        raise RuntimeError(f"training finished without a checkpoint in {trainer.run_dir}/checkpoints")
+    return str(checkpoint / MODEL_DIR)
+
+
+def train_verl(config: RunConfig, config_file: str, registry: str, bar: ProgressArtifact) -> str:
+    from graph_planner.training import ray_job
+
+    logger = get_run_logger()
+    parquet = Path(registry) / config.data.dataset_name
+    args = ["--config-file", str(ray_job.write_job_config(config)),
+            "--train-files", str((parquet / "train.parquet").resolve())]
+    if (parquet / "val.parquet").is_file():
+        args += ["--val-files", str((parquet / "val.parquet").resolve())]
+    total = config.training.total_steps
+
+    def sink(line: str) -> None:
+        logger.info("[ray] %s", line)
+        match = _VERL_STEP.search(line)
+        if match:
+            bar.update(int(match.group(1)), total, f"step {match.group(1)}/{total}")
+
+    with ray_job.ray_cluster(config) as (address, started_here):
+        python = sys.executable if started_here else config.resources.ray_job_python
+        job_id = submit_ray_job(address, ray_job.job_entrypoint(python, args), ray_job.job_runtime_env(config),
+                                {"run_name": config.run_name},
+                                f"gp-{config.run_name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}",
+                                config_file=config_file)
+        code = ray_job.follow_job(ray_job._connect(address), job_id, config.resources.job_deadline_s, sink)
+    if code != ray_job.EXIT_SUCCEEDED:
+        raise RuntimeError(f"Ray job {job_id} did not succeed (see the [ray] lines above and `ray job logs "
+                           f"{job_id}` against {address})")
+    return verl_checkpoint(Path(config.logging.output_dir) / config.run_name / "checkpoints")
+
+
+@task(name="submit-ray-job", cache_policy=NO_CACHE, retries=IO_RETRIES, retry_delay_seconds=IO_RETRY_DELAYS,
+      retry_jitter_factor=IO_RETRY_JITTER, retry_condition_fn=transient_only)
+def submit_ray_job(address: str, entrypoint: str, runtime_env: dict[str, Any], metadata: dict[str, str],
+                   submission_id: str, config_file: str) -> str:
+    """Check the cluster's GPUs and submit; a retry after a lost reply finds the job by its submission id."""
+    from graph_planner.training import ray_job
+
+    client = ray_job._connect(address)
+    if _job_exists(client, submission_id):
+        return submission_id  # the previous attempt reached the cluster, its reply did not reach us
+    ray_job.check_cluster_gpus(load_resolved(config_file), client.get_address())
+    job_id = client.submit_job(entrypoint=entrypoint, runtime_env=runtime_env, metadata=metadata,
+                               submission_id=submission_id, entrypoint_num_cpus=0)
+    get_run_logger().info("submitted Ray job %s to %s", job_id, address)
+    return job_id
+
+
+def _job_exists(client: Any, submission_id: str) -> bool:
+    try:
+        client.get_job_info(submission_id)
+    except Exception:  # noqa: BLE001 - Ray raises a plain RuntimeError for "job not found", the normal case
+        return False
+    return True
+
+
+def verl_checkpoint(root: Path) -> str:
+    """The newest ``global_step_<k>/actor/huggingface`` dir (HF weights need verl's model merger otherwise)."""
+    steps = sorted(root.glob("global_step_*"), key=lambda p: int(p.name.rsplit("_", 1)[-1]))
+    for step in reversed(steps):
+        hf = step / "actor" / "huggingface"
+        if hf.is_dir():
+            return str(hf)
+    return str(root)

@@ -1,0 +1,50 @@
+"""deployments/prefect.yaml: every deployment loads its flow and its parameters validate against the flow's typed
+signature (catches moved files, renamed flows, bad parameter names), without a server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from prefect.exceptions import ParameterTypeError
+from prefect.flows import load_flow_from_entrypoint
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC = yaml.safe_load((ROOT / "deployments" / "prefect.yaml").read_text())
+DEPLOYMENTS = {d["name"]: d for d in SPEC["deployments"]}
+
+
+def load(entrypoint: str):
+    path, name = entrypoint.split(":")
+    return load_flow_from_entrypoint(f"{ROOT / path}:{name}")
+
+
+def test_the_three_deployments_exist_with_run_names_ci_can_call() -> None:
+    names = {f"{load(d['entrypoint']).name}/{d['name']}" for d in SPEC["deployments"]}
+    assert names == {"evaluate/nightly-eval", "train/train", "pipeline/pipeline"}
+
+
+@pytest.mark.parametrize("name", sorted(DEPLOYMENTS))
+def test_deployment_parameters_validate_against_the_flow(name: str) -> None:
+    deployment = DEPLOYMENTS[name]
+    flow = load(deployment["entrypoint"])
+    validated = flow.validate_parameters(deployment["parameters"])
+    assert Path(ROOT / validated["config_path"]).is_file()
+    assert deployment["work_pool"]["name"] == "graph-planner-process"
+
+
+def test_nightly_eval_runs_at_two_utc_and_the_others_on_demand() -> None:
+    (schedule,) = DEPLOYMENTS["nightly-eval"]["schedules"]
+    assert (schedule["cron"], schedule["timezone"], schedule["active"]) == ("0 2 * * *", "UTC", True)
+    assert not DEPLOYMENTS["train"].get("schedules") and not DEPLOYMENTS["pipeline"].get("schedules")
+
+
+def test_typed_parameters_reject_bad_input_before_any_run() -> None:
+    flow = load(DEPLOYMENTS["nightly-eval"]["entrypoint"])
+    assert flow.validate_parameters({"limit": "3"})["limit"] == 3
+    with pytest.raises(ParameterTypeError):
+        flow.validate_parameters({"limit": "three"})
+    with pytest.raises(ParameterTypeError):
+        flow.validate_parameters({"overrides": "training.lr=1"})  # must be a list of KEY=VALUE items
+

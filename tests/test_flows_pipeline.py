@@ -1,0 +1,58 @@
+"""The whole DAG end to end on the embedded default (bundled tasks, local sandbox, toy model, local GRPO, eval),
+shrunk to one training step and two eval tasks; then the same call again re-executes no cached step."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from flows.pipeline import pipeline
+from flows.run_stats import step_counts
+
+pytestmark = pytest.mark.slow
+SHRINK = ["training.total_steps=1", "eval.limit=2"]
+CACHEABLE = ["download-and-normalise", "build-manifest", "register-dataset", "train", "evaluate"]
+
+
+def artifacts_of(flow_run_id) -> dict[str, tuple[str, str]]:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(
+            any_=[flow_run_id])))
+    return {a.key: (a.type, str(a.data)) for a in found if a.key}
+
+
+def test_pipeline_runs_end_to_end_then_fully_from_cache(flow_workspace: Path) -> None:
+    state = pipeline(overrides=SHRINK, return_state=True)
+    assert state.is_completed(), state.message
+    report = Path(state.result())
+    run_id = state.state_details.flow_run_id
+    assert sorted(step_counts(run_id).ran) == sorted(CACHEABLE)
+
+    eval_dir = report.parent
+    summary = json.loads((eval_dir / "report.json").read_text())
+    assert summary["total_tasks"] == 2 and summary["completed_tasks"] == 2
+    assert len((eval_dir / "predictions.jsonl").read_text().splitlines()) == 2
+    checkpoints = flow_workspace / "runs" / "local_debug" / "checkpoints"
+    assert (checkpoints / "step_1" / "model" / "config.json").is_file()
+    resolved = (flow_workspace / "runs" / "local_debug" / "resolved_config.yaml").read_text()
+    assert "total_steps: 1" in resolved
+
+    artifacts = artifacts_of(run_id)
+    assert artifacts["local-debug-summary"][0] == "markdown" and "Resolved **" in artifacts["local-debug-summary"][1]
+    assert artifacts["local-debug-eval-results"][0] == "table"
+    assert all(json.loads(artifacts["local-debug-eval-results"][1])[i]["instance_id"] for i in range(2))
+    for bar in ("training-progress", "eval-progress"):
+        assert artifacts[bar][0] == "progress" and float(artifacts[bar][1]) == 100.0
+    assert (report.resolve().as_uri() + ")") in artifacts["local-debug-report-md"][1]  # a markdown link
+    assert "resolved_config.yaml" in artifacts["local-debug-resolved-config"][1]
+
+    again = pipeline(overrides=SHRINK, return_state=True)
+    assert again.is_completed() and Path(again.result()) == report
+    counts = step_counts(again.state_details.flow_run_id)
+    assert counts.ran == [] and sorted(counts.cached) == sorted(CACHEABLE)
+    assert "local-debug-summary" in artifacts_of(again.state_details.flow_run_id)  # published on cached runs too

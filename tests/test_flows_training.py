@@ -1,0 +1,101 @@
+"""The training task's verl path against a fake Ray cluster (no GPU can exist here, and verl needs one): the job
+submission is retried on a transient error, the job's log lines stream as ``[ray] ...`` into the run logger and
+the progress artifact, and a failed job fails the step without any retry."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import pytest
+from prefect import flow
+
+from flows.run_stats import settled_task_runs
+from graph_planner.config.loader import load_run_config
+from graph_planner.training import ray_job
+from tasks.training import run_training
+
+
+@flow(name="train-step-only")
+def train_step_only(config_file: str, registry: str) -> str:
+    return run_training(config_file, registry)
+
+
+class FakeRayClient:
+    """Stands in for ray.job_submission.JobSubmissionClient (a verl job cannot run without GPUs)."""
+
+    def __init__(self, fail_submits: int) -> None:
+        self.fail_submits = fail_submits
+        self.submitted: list[str] = []
+
+    def get_job_info(self, submission_id: str):
+        if submission_id not in self.submitted:
+            raise RuntimeError(f"Job {submission_id} does not exist")
+        return object()
+
+    def get_address(self) -> str:
+        return "http://127.0.0.1:8265"
+
+    def submit_job(self, *, submission_id: str, **_: object) -> str:
+        if self.fail_submits:
+            self.fail_submits -= 1
+            raise ConnectionError("connection refused by the Ray dashboard (simulated)")
+        self.submitted.append(submission_id)
+        return submission_id
+
+
+@pytest.fixture
+def verl_config(flow_workspace: Path) -> str:
+    config = load_run_config("configs/experiments/local_debug.yaml",
+                             {"training.backend": "verl", "training.total_steps": 2}, write=True)
+    return str(config.resolved_config_path)
+
+
+def fake_cluster(monkeypatch: pytest.MonkeyPatch, client: FakeRayClient, job_outcome: int,
+                 workspace: Path) -> list[str]:
+    gpu_checks: list[str] = []
+
+    def follow_job(_client, job_id: str, _deadline: float, sink) -> int:
+        for step in (1, 2):
+            sink(f"step:{step} - actor/pg_loss:0.1 - critic/score/mean:0.0")
+        if job_outcome == ray_job.EXIT_SUCCEEDED:  # what verl writes at the end of a run
+            (workspace / "runs/local_debug/checkpoints/global_step_2/actor/huggingface").mkdir(parents=True)
+        return job_outcome
+
+    monkeypatch.setattr(ray_job, "ray_cluster", lambda config: contextlib.nullcontext(("http://fake:8265", False)))
+    monkeypatch.setattr(ray_job, "_connect", lambda address: client)
+    monkeypatch.setattr(ray_job, "check_cluster_gpus", lambda config, address: gpu_checks.append(address))
+    monkeypatch.setattr(ray_job, "follow_job", follow_job)
+    return gpu_checks
+
+
+def runs_by_task(state) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for run in settled_task_runs(state.state_details.flow_run_id, settle_s=1.0, timeout_s=30.0):
+        out.setdefault(run.name.rsplit("-", 1)[0], []).append(run)
+    return out
+
+
+def test_verl_submission_retried_then_job_followed_to_its_checkpoint_fake_ray(
+        verl_config: str, flow_workspace: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    client = FakeRayClient(fail_submits=1)
+    gpu_checks = fake_cluster(monkeypatch, client, ray_job.EXIT_SUCCEEDED, flow_workspace)
+    state = train_step_only(verl_config, str(flow_workspace), return_state=True)
+    assert state.is_completed(), state.message
+    assert state.result().endswith("checkpoints/global_step_2/actor/huggingface")
+    runs = runs_by_task(state)
+    assert runs["submit-ray-job"][0].run_count == 2 and len(client.submitted) == 1
+    assert gpu_checks  # the cluster's GPUs are checked before submitting
+    assert "[ray] step:2 - actor/pg_loss:0.1" in caplog.text
+
+
+def test_failed_verl_job_fails_the_step_without_retry_fake_ray(
+        verl_config: str, flow_workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    client = FakeRayClient(fail_submits=0)
+    fake_cluster(monkeypatch, client, ray_job.EXIT_FAILED, flow_workspace)
+    state = train_step_only(verl_config, str(flow_workspace), return_state=True)
+    assert state.is_failed()
+    assert "did not succeed" in str(state.message) or "did not succeed" in repr(state.data)
+    runs = runs_by_task(state)
+    assert runs["train"][0].run_count == 1 and runs["submit-ray-job"][0].run_count == 1
