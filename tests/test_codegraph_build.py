@@ -206,3 +206,12 @@ def test_new_name_reached_through_a_star_import_is_picked_up_incrementally():
     assert "app.py" in report.reresolved
     assert ("fn:app.py::main", "fn:lib/api.py::new", True) in {(e.src, e.dst, e.resolved) for e in graph.edges()}
     assert _canonical(graph) == _canonical(build_graph({**files, **changed}, "r", "c"))
+
+
+def test_a_nested_function_shadows_a_module_function_only_in_its_scope():
+    source = ("def helper():\n    pass\n\n\nhelper()\n\n\ndef outer():\n    def helper():\n        pass\n\n"
+              "    return helper()\n\n\ndef other():\n    return helper()\n")
+    calls = {(e.src, e.dst) for e in build_graph({"m.py": source}, "r", "c").edges() if e.kind == EdgeKind.CALLS}
+    assert ("file:m.py", "fn:m.py::helper") in calls
+    assert ("fn:m.py::outer", "fn:m.py::outer.helper") in calls
+    assert ("fn:m.py::other", "fn:m.py::helper") in calls

@@ -154,3 +154,11 @@ def test_cgm_payload_has_cgm_fields_the_contains_path_and_edges(graph):
     assert ("cls:pkg/shapes.py::Square", "cls:pkg/base.py::Shape", "extends") in edges
     small = to_cgm_payload(graph, ["cls:pkg/shapes.py::Square"], budget=20)
     assert sum(count_tokens(n["text"]) for n in small["nodes"]) <= 20
+
+
+def test_find_sees_names_added_by_an_incremental_update():
+    graph = build_graph(package_files(), "acme/shapes", "c0ffee")
+    assert find(graph, "symbol:rescale") == []
+    graph.update_files({"pkg/util.py": "def rescale(x):\n    return x * 2\n"})
+    assert find(graph, "symbol:rescale")[0].node.id == "fn:pkg/util.py::rescale"
+    assert "fn:pkg/util.py::clamp" not in ids(find(graph, "clamp"))  # removed by the update

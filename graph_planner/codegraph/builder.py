@@ -87,6 +87,7 @@ def apply_changes(graph: CodeGraph, changed: Mapping[str, bytes | str | None]) -
 def _apply_changes(graph: CodeGraph, changed: Mapping[str, bytes | str | None]) -> UpdateReport:
     report = UpdateReport()
     engine = graph.engine
+    graph._search_index = None
     old_packages = set(graph.package_dirs)
     affected: set[DepKey] = set()  # dependency keys whose answer may have changed
     old_interfaces: dict[str, dict[tuple, object]] = {}

@@ -24,6 +24,15 @@ class UnknownNodeError(KeyError):
 
 
 @dataclass
+class SearchIndex:
+    """Lower-cased names and qualnames -> node ids (REPO excluded), and the file/package nodes, for `find`."""
+
+    by_name: dict[str, list[str]]
+    by_qualname: dict[str, list[str]]
+    containers: list[Node]
+
+
+@dataclass
 class UpdateReport:
     """What an incremental update did: parsed files, files whose edges were re-resolved, and why."""
 
@@ -58,22 +67,25 @@ class CodeGraph:
         self._def_ids: dict[str, list[str]] = {}  # node ids of `_parsed[path].definitions`, same order
         self._lines: dict[str, list[str]] = {}
         self._lower: dict[str, str] = {}
+        self._search_index: SearchIndex | None = None
         self.nodes[REPO_ID] = Node(REPO_ID, NodeKind.REPO, repo, repo, "")
 
     # --- edges ------------------------------------------------------------------------------------------------
     def set_owned_edges(self, owner: str, edges: Iterable[Edge]) -> None:
         """Replace every edge `owner` contributed (a file's `path#contains` / `path#refs`, or the structure)."""
+        out_index, in_index = self._out, self._in
         for edge in self._owned.pop(owner, ()):
-            self._out.get(edge.src, {}).pop(edge, None)
+            out_index.get(edge.src, {}).pop(edge, None)
             if edge.resolved:
-                self._in.get(edge.dst, {}).pop(edge, None)
+                in_index.get(edge.dst, {}).pop(edge, None)
         unique = list(dict.fromkeys(edges))
         if unique:
             self._owned[owner] = unique
         for edge in unique:
-            self._out.setdefault(edge.src, {})[edge] = None
-            if edge.resolved:
-                self._in.setdefault(edge.dst, {})[edge] = None
+            src, dst, _, resolved = edge
+            out_index.setdefault(src, {})[edge] = None
+            if resolved:
+                in_index.setdefault(dst, {})[edge] = None
 
     def out_edges(self, node_id: str, kind: EdgeKind | None = None, resolved_only: bool = False) -> list[Edge]:
         return [e for e in self._out.get(node_id, ()) if (kind is None or e.kind == kind)
@@ -119,6 +131,22 @@ class CodeGraph:
         if lines is None:
             lines = self._lines[path] = self.files.get(path, "").splitlines()
         return lines
+
+    def search_index(self) -> SearchIndex:
+        """Built on first use, dropped by every update."""
+        if self._search_index is None:
+            by_name: dict[str, list[str]] = {}
+            by_qualname: dict[str, list[str]] = {}
+            containers = []
+            for node in self.nodes.values():
+                if node.kind == NodeKind.REPO:
+                    continue
+                by_name.setdefault(node.name.lower(), []).append(node.id)
+                by_qualname.setdefault(node.qualname.lower(), []).append(node.id)
+                if node.kind in (NodeKind.FILE, NodeKind.TEXTFILE, NodeKind.PACKAGE):
+                    containers.append(node)
+            self._search_index = SearchIndex(by_name, by_qualname, containers)
+        return self._search_index
 
     def lower_text(self, path: str) -> str:
         """Lower-cased file text, cached for case-insensitive text search."""

@@ -163,6 +163,8 @@ _QUERY = """
 (import_statement) @import
 (import_from_statement) @import
 (call function: [(identifier) (attribute)] @call)
+(block . (expression_statement (string) @doc))
+(decorated_definition) @decorated
 """
 
 
@@ -186,7 +188,14 @@ class _TreeSitterPython:
         def text(node) -> str:
             return source[node.start_byte:node.end_byte].decode("utf-8", "replace")
 
-        defs = [self._definition(node, source, text) for node in captures.get("def", [])]
+        # a docstring is the string starting its def's body block; decorators start a def's line span
+        docs = {node.start_byte: node for node in captures.get("doc", [])}
+        decorated = {}
+        for node in captures.get("decorated", []):
+            definition = node.child_by_field_name("definition")
+            if definition is not None:
+                decorated[definition.start_byte] = node.start_point[0]
+        defs = [self._definition(node, source, text, docs, decorated) for node in captures.get("def", [])]
         attrs: list[tuple[int, _RawDef]] = []
         for node in captures.get("attr", []):
             statement = node.parent
@@ -208,36 +217,36 @@ class _TreeSitterPython:
             if dotted(raw) or super_call(raw):
                 calls.append((start, raw.decode("ascii")))
         calls.sort(key=lambda item: item[0])
-        return _assemble(defs, attrs, calls, imports, self._docstring(root, text), "tree-sitter")
+        return _assemble(defs, attrs, calls, imports, self._module_docstring(root, text), "tree-sitter")
 
     @staticmethod
-    def _first_statement(block):
-        for index in range(block.named_child_count):
-            child = block.named_child(index)
-            if child.type != "comment":
-                return child
-        return None
-
-    def _docstring(self, block, text) -> str:
-        first = self._first_statement(block) if block is not None else None
-        if first is None or first.type != "expression_statement" or first.named_child_count != 1:
-            return ""
-        literal = first.named_child(0)
-        if literal.type != "string":
+    def _literal_doc(literal, text) -> str:
+        if literal is None:
             return ""
         raw = text(literal)
         if raw[:1] in "fF" or raw[:2].lower() in ("rf", "fr"):
             return ""  # an f-string is not a docstring
         return _doc_head(raw)
 
-    def _definition(self, node, source: bytes, text) -> _RawDef:
+    def _module_docstring(self, root, text) -> str:
+        for index in range(root.named_child_count):  # comments (a licence header) may come first
+            first = root.named_child(index)
+            if first.type != "comment":
+                if first.type == "expression_statement" and first.named_child_count == 1 \
+                        and first.named_child(0).type == "string":
+                    return self._literal_doc(first.named_child(0), text)
+                return ""
+        return ""
+
+    def _definition(self, node, source: bytes, text, docs, decorated) -> _RawDef:
         body = node.child_by_field_name("body")
         name_node = node.child_by_field_name("name")
-        parent = node.parent
-        first_row = parent.start_point[0] if parent is not None and parent.type == "decorated_definition" \
-            else node.start_point[0]
+        start = node.start_byte
+        first_row = decorated.get(start)
+        if first_row is None:
+            first_row = node.start_point[0]
         header_end = body.start_byte if body is not None else node.end_byte
-        signature = _clean_header(source[node.start_byte:header_end].decode("utf-8", "replace"))
+        signature = _clean_header(source[start:header_end].decode("utf-8", "replace"))
         if node.type == "class_definition":
             kind = _CLASS
             bases: list[str] = []
@@ -252,8 +261,9 @@ class _TreeSitterPython:
         else:
             kind = _FUNCTION
             base_names = ()
-        return _RawDef(kind, text(name_node) if name_node is not None else "?", node.start_byte, node.end_byte,
-                       first_row + 1, node.end_point[0] + 1, signature, self._docstring(body, text), base_names)
+        doc = self._literal_doc(docs.get(body.start_byte), text) if body is not None else ""
+        return _RawDef(kind, text(name_node) if name_node is not None else "?", start, node.end_byte,
+                       first_row + 1, node.end_point[0] + 1, signature, doc, base_names)
 
     @staticmethod
     def _assigned_names(assignment, text) -> list[str]:

@@ -9,8 +9,9 @@ import posixpath
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import lru_cache
 
-from graph_planner.codegraph.graph import CodeGraph
+from graph_planner.codegraph.graph import CodeGraph, SearchIndex
 from graph_planner.codegraph.schema import REPO_ID, EdgeKind, Node, NodeKind
 
 _SYMBOL_KINDS = (NodeKind.CLASS, NodeKind.FUNCTION, NodeKind.ATTRIBUTE)
@@ -22,6 +23,7 @@ _MAX_TEXT_HITS = 5000
 _TEST_PART = re.compile(r"(^|/)(tests?|testing)(/|$)|(^|/)test_[^/]*$|_tests?\.py$|(^|/)conftest\.py$")
 
 
+@lru_cache(maxsize=65536)
 def is_test_path(path: str) -> bool:
     return bool(_TEST_PART.search(path))
 
@@ -82,6 +84,35 @@ def _name_score(node: Node, term: str) -> tuple[float, str] | None:
     return None
 
 
+def _name_matches(index: SearchIndex, term: str) -> dict[str, tuple[float, str]]:
+    """node id -> best (score, reason) of `_name_score`, computed once per distinct name, not per node."""
+    best: dict[str, tuple[float, str]] = {}
+
+    def offer(ids: list[str], score: float, reason: str) -> None:
+        for node_id in ids:
+            if node_id not in best or best[node_id][0] < score:
+                best[node_id] = (score, reason)
+
+    if "." not in term:  # names have no dots
+        for name, ids in index.by_name.items():
+            if name == term:
+                offer(ids, 10.0, f"name = {term!r}")
+            elif name.startswith(term):
+                offer(ids, 6.0, f"name starts with {term!r}")
+            elif term in name:
+                offer(ids, 3.0, f"name contains {term!r}")
+        offer(index.by_qualname.get(term, []), 10.0, f"name = {term!r}")
+        return best
+    for qualname, ids in index.by_qualname.items():
+        if qualname == term:
+            offer(ids, 10.0, f"name = {term!r}")
+        elif qualname.endswith("." + term):
+            offer(ids, 8.0, f"qualname ends with {term!r}")
+        elif term in qualname:
+            offer(ids, 3.0, f"qualname contains {term!r}")
+    return best
+
+
 def _path_score(node: Node, term: str) -> tuple[float, str] | None:
     if node.kind not in _CONTAINER_KINDS:
         return None
@@ -102,14 +133,17 @@ def _path_matches(path: str, pattern: str) -> bool:
 
 
 def text_hits(graph: CodeGraph, needle: str, limit: int = _MAX_TEXT_HITS) -> dict[str, int]:
-    """node id -> first line where `needle` (lower-case) occurs in that node's own code (innermost node)."""
+    """node id -> first line where `needle` (lower-case) occurs in that node's own code (innermost node).
+
+    Files are visited by how often they mention the needle (most first), so the `limit` on occurrences keeps
+    the files that matter rather than the alphabetically first ones.
+    """
     hits: dict[str, int] = {}
     found = 0
-    for path in sorted(graph.files):
+    counts = [(count, path) for path in graph.files if (count := graph.lower_text(path).count(needle))]
+    for _, path in sorted(counts, key=lambda item: (-item[0], item[1])):
         text = graph.lower_text(path)
         position = text.find(needle)
-        if position < 0:
-            continue
         lines: list[int] = []
         line, counted_to = 1, 0
         while position >= 0 and found < limit:
@@ -136,20 +170,23 @@ def find(graph: CodeGraph, query: str, limit: int = 20) -> list[FindHit]:
     scores: dict[str, float] = defaultdict(float)
     reasons: dict[str, list[str]] = defaultdict(list)
     name_terms = parsed.terms + parsed.symbols
-    for node in graph.nodes.values():
-        if node.kind == NodeKind.REPO:
-            continue
-        for term in name_terms:
-            hit = _name_score(node, term)
-            if hit is None and term in parsed.terms:
-                hit = _path_score(node, term)
-            if hit is not None:
-                scores[node.id] += hit[0]
-                reasons[node.id].append(hit[1])
-        if (not name_terms and not parsed.phrases and parsed.paths and node.kind in _CONTAINER_KINDS
-                and all(_path_matches(node.path, p) for p in parsed.paths)):
-            scores[node.id] += 5.0
-            reasons[node.id].append("path matches " + ", ".join(repr(p) for p in parsed.paths))
+    index = graph.search_index()
+    for term in name_terms:
+        matched = _name_matches(index, term)
+        if term in parsed.terms:
+            for node in index.containers:
+                if node.id not in matched:
+                    hit = _path_score(node, term)
+                    if hit is not None:
+                        matched[node.id] = hit
+        for node_id, (score, reason) in matched.items():
+            scores[node_id] += score
+            reasons[node_id].append(reason)
+    if not name_terms and not parsed.phrases and parsed.paths:
+        for node in index.containers:
+            if all(_path_matches(node.path, p) for p in parsed.paths):
+                scores[node.id] += 5.0
+                reasons[node.id].append("path matches " + ", ".join(repr(p) for p in parsed.paths))
     for term in [t for t in parsed.terms if len(t) >= 3] + parsed.phrases:
         weight = 4.0 if term in parsed.phrases else 1.0
         for node_id, line in text_hits(graph, term).items():

@@ -338,22 +338,30 @@ class Resolver:
         own_symbols = self.graph.symbols.get(path, {})
         module_level: dict[str, str | None] = {}  # callee -> target, for callees that do not depend on the scope
         edges: list[Edge] = []
+        owners: dict[int, str | None] = {}  # scope index -> enclosing class id
+        new_edge = tuple.__new__  # Edge(...) runs a Python-level __new__; this is the same tuple, built in C
         for scope_index, callee in dict.fromkeys(parsed.calls):
             src = def_ids[scope_index] if scope_index >= 0 else src_file
-            head = callee.partition(".")[0]
-            if head in ("self", "cls", "super()"):
-                target = self._resolve_method_call(tuple(callee.split(".")), scope_index, parsed, def_ids)
-            elif scope_index >= 0 and head in nested:
-                target = self.resolve_in_scope(path, nodes[src].qualname, tuple(callee.split(".")))
-            elif callee in module_level:
+            if callee in module_level:
                 target = module_level[callee]
-            else:  # own scopes cannot change without re-resolving this file: go straight to module level
-                target = module_level[callee] = self._lookup_own(path, own_symbols, tuple(callee.split(".")))
+            else:
+                parts = tuple(callee.split("."))
+                head = parts[0]
+                if head in ("self", "cls", "super()"):
+                    if scope_index not in owners:
+                        owners[scope_index] = self._enclosing_class(scope_index, parsed, def_ids)
+                    target = self._resolve_method_call(parts, owners[scope_index])
+                elif scope_index >= 0 and head in nested:
+                    target = self.resolve_in_scope(path, nodes[src].qualname, parts)
+                else:  # own scopes cannot change without re-resolving this file: go straight to module level
+                    target = self._lookup_own(path, own_symbols, parts)
+                    if head not in nested:  # the same answer in every scope of the file
+                        module_level[callee] = target
             if target is not None and nodes[target].kind in _CALL_TARGETS:
                 if target != src:
-                    edges.append(Edge(src, target, _CALLS))
+                    edges.append(new_edge(Edge, (src, target, _CALLS, True)))
             elif callee not in _BUILTINS:
-                edges.append(Edge(src, callee, _CALLS, resolved=False))
+                edges.append(new_edge(Edge, (src, callee, _CALLS, False)))
         return edges
 
     def _lookup_own(self, path: str, own_symbols: dict[str, str], parts: tuple[str, ...]) -> str | None:
@@ -375,13 +383,9 @@ class Resolver:
             index = definition.parent
         return None
 
-    def _resolve_method_call(self, parts: tuple[str, ...], scope_index: int, parsed: ParsedModule,
-                             def_ids: list[str]) -> str | None:
+    def _resolve_method_call(self, parts: tuple[str, ...], owner: str | None) -> str | None:
         """`self.m()` / `cls.m()` in a class's methods, `super().m()` through its resolved bases."""
-        if len(parts) != 2:
-            return None
-        owner = self._enclosing_class(scope_index, parsed, def_ids)
-        if owner is None:
+        if len(parts) != 2 or owner is None:
             return None
         if parts[0] != "super()":
             return self.member(owner, parts[1])
