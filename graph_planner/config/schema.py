@@ -263,6 +263,10 @@ class EvalConfig(Section):
         1.0, gt=0, description="executor=ray: CPUs each episode reserves, so a node runs at most cpus/this at once."
     )
     model_name: str | None = Field(None, description="model_name_or_path in predictions.jsonl (default: run name).")
+    use_swebench_harness: bool = Field(
+        False, description="Also grade predictions.jsonl with the official swebench harness (swebench-source tasks, "
+                           "images present in the local Docker engine); its numbers go next to ours in the report."
+    )
 
 
 class RunConfig(Section):

@@ -7,6 +7,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -71,6 +72,19 @@ def baseline_rows(config: RunConfig, dataset_dir: Path) -> Callable[[list[TaskRe
     return rows
 
 
+def official_harness(config: RunConfig, tasks: list[TaskRecord], run_dir: Path,
+                     run_id: str) -> Callable[[Path], dict[str, Any] | None]:
+    """eval.use_swebench_harness: grade predictions.jsonl again with the official swebench harness (one container
+    per task, eval.batch_size at once, sandbox.test_timeout per task) when the tasks' images are present."""
+    from graph_planner.eval.harness import run_swebench_harness
+
+    def grade(predictions: Path) -> dict[str, Any] | None:
+        return run_swebench_harness(tasks, predictions, run_dir, run_id, max_workers=config.eval.batch_size,
+                                    timeout=int(config.sandbox.test_timeout))
+
+    return grade
+
+
 def evaluate_dataset(config: RunConfig, dataset: str | Path | None = None, console: Console | None = None,
                      on_result: Callable[[TaskResult, int, int], None] | None = None) -> EvalOutcome:
     """Run the configured policy over a prepared split; resumable on the same run dir."""
@@ -114,6 +128,7 @@ def evaluate_dataset(config: RunConfig, dataset: str | Path | None = None, conso
             model_name=config.eval.model_name or config.run_name,
             run_name=config.run_name,
             baselines=baseline_rows(config, dataset_dir) if config.eval.baselines else None,
+            harness=official_harness(config, tasks, run_dir, run_id) if config.eval.use_swebench_harness else None,
             console=console,
             on_result=track,
         )

@@ -40,6 +40,10 @@ def eval_cmd(
     executor: Annotated[str | None, typer.Option("--executor", help="local | ray")] = None,
     baselines: Annotated[bool | None, typer.Option("--baselines/--no-baselines",
                                                       help="Add gold / empty-patch rows.")] = None,
+    swebench_harness: Annotated[bool | None, typer.Option(
+        "--swebench-harness/--no-swebench-harness",
+        help="Also grade predictions.jsonl with the official swebench harness (needs the tasks' images locally; "
+             "eval.use_swebench_harness).")] = None,
     agent: Agent = None,
     model_path: ModelPath = None,
     cgm_model_path: CgmModelPath = None,
@@ -54,7 +58,8 @@ def eval_cmd(
 
     config = config_from_cli(locals(), extra_map={
         "dataset": "paths.dataset_eval", "dataset_split": "eval.split", "batch_size": "eval.batch_size",
-        "limit": "eval.limit", "executor": "eval.executor", "baselines": "eval.baselines"})
+        "limit": "eval.limit", "executor": "eval.executor", "baselines": "eval.baselines",
+        "swebench_harness": "eval.use_swebench_harness"})
     console = Console(stderr=True)
     try:
         outcome = evaluate_dataset(config, console=console)
@@ -67,6 +72,12 @@ def eval_cmd(
     for label, s in outcome.summary["labels"].items():
         table.add_row(label, str(s["tasks"]), str(s["resolved"]), f"{s['resolved_rate']:.1%}",
                       f"{s['mean_steps']:.1f}", str(s["errors"]))
+    harness = outcome.summary.get("harness")
+    if harness and harness.get("ran"):
+        table.add_row("swebench harness", str(harness["submitted"]), str(harness["resolved"]),
+                      f"{harness['resolved_rate']:.1%}", "-", str(harness.get("errors", 0)))
     console.print(table)
+    if harness and not harness.get("ran"):
+        console.print(f"official swebench harness did not run: {harness['note']}")
     console.print(f"report: {outcome.report_path}")
     typer.echo(str(outcome.report_path))

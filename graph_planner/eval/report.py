@@ -91,16 +91,20 @@ def _plot_steps(results: list[TaskResult], path: Path) -> None:
 
 def render_markdown(summary: dict[str, Any], results: list[TaskResult], run_name: str) -> str:
     lines = [f"# Evaluation report: {run_name}", "",
-             f"Resolved **{summary['resolved']}/{summary['completed_tasks']}** "
-             f"({summary['resolved_rate']:.1%}) of {summary['total_tasks']} tasks.", "",
+             (f"Resolved **{summary['resolved']}/{summary['completed_tasks']}** "
+              f"({summary['resolved_rate']:.1%}) of {summary['total_tasks']} tasks."), "",
              "| label | tasks | resolved | rate | mean steps | errors |", "|---|---|---|---|---|---|"]
     for label, s in summary["labels"].items():
         lines.append(f"| {label} | {s['tasks']} | {s['resolved']} | {s['resolved_rate']:.1%} | "
                      f"{s['mean_steps']:.1f} | {s['errors']} |")
     harness = summary.get("harness")
-    if harness:
-        lines += ["", f"Official swebench harness: {harness.get('resolved')} resolved of "
-                      f"{harness.get('submitted')} submitted ({harness.get('note', '')})."]
+    if harness and harness.get("ran", True):
+        lines.append(f"| swebench harness | {harness.get('submitted')} | {harness.get('resolved')} | "
+                     f"{harness.get('resolved_rate', 0.0):.1%} | - | {harness.get('errors', 0)} |")
+        lines += ["", (f"Official swebench harness: {harness.get('resolved')} resolved of "
+                       f"{harness.get('submitted')} submitted ({harness.get('note', '')}).")]
+    elif harness:
+        lines += ["", f"Official swebench harness did not run: {harness.get('note', '')}."]
     lines += ["", "| task | label | resolved | category | steps | seconds | termination |",
               "|---|---|---|---|---|---|---|"]
     for r in sorted(results, key=lambda r: (r.label, r.instance_id)):

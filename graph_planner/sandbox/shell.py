@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from typing_extensions import Self
 
+from graph_planner.grading.targets import grading_targets
 from graph_planner.sandbox.base import ExecResult, HiddenPathError, PatchRejected, SandboxError, TestReport
 from graph_planner.sandbox.patching import check_patch, created_files, touched_files, unsafe_path_reason
 
@@ -61,11 +62,6 @@ def glob_to_regex(pattern: str) -> re.Pattern[str]:
             out.append(re.escape(pattern[i]))
             i += 1
     return re.compile("".join(out) + r"\Z")
-
-
-def _covered(path: str, targets: list[str]) -> bool:
-    """True when ``path`` is one of ``targets`` or lies under a target directory."""
-    return any(path == t.rstrip("/") or path.startswith(t.rstrip("/") + "/") for t in targets)
 
 
 class ShellSandbox(ABC):
@@ -329,16 +325,8 @@ class ShellSandbox(ABC):
                 self._grading = False
 
     def grading_targets(self) -> list[str]:
-        """test_files plus the file of every FAIL_TO_PASS / PASS_TO_PASS pytest id they miss: a graded test the
-        command never runs would count as failed. Empty test_files = the whole suite, left as is."""
-        targets = list(self.task.test_files)
-        if not targets:
-            return targets
-        for test_id in [*self.task.fail_to_pass, *self.task.pass_to_pass]:
-            path = test_id.split("::", 1)[0]
-            if "::" in test_id and path.endswith(".py") and not _covered(path, targets):
-                targets.append(path)
-        return targets
+        """test_files plus the file of every graded pytest id they miss (graph_planner.grading.targets)."""
+        return grading_targets(self.task)
 
     def _install_hidden_tests(self) -> str | None:
         """Put the hidden tests in place (test_patch / R2E files); returns an error message or None."""
