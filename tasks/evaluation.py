@@ -85,5 +85,8 @@ def publish_report(config_file: str, eval_dir: str, model: str | None = None) ->
                           description=f"per-task eval results of {config.run_name}")
     files = {name: directory / name for name in ("report.md", "report.json", "predictions.jsonl", "results.jsonl",
                                                   "resolved_rate.png", "outcomes.png", "steps_hist.png")}
+    curves = Path(config.resolved_run_dir or "") / "training_curves.png"
+    if curves.is_file():
+        files["training_curves.png"] = curves
     link_files(files, key_prefix=run)  # the resolved config is linked by resolve-config
     return str(directory / "report.md")

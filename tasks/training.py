@@ -50,30 +50,20 @@ def run_training(config_file: str, registry: str) -> str:
 
 
 def train_local(config: RunConfig, bar: ProgressArtifact) -> str:
-    from graph_planner.telemetry.trackers import make_tracker
-    from graph_planner.training.checkpoint import MODEL_DIR, latest_checkpoint
-    from graph_planner.training.local_trainer import LocalGRPOTrainer
-    from graph_planner.training.rollout import make_env_rollout
+    from graph_planner.training.checkpoint import MODEL_DIR
+    from graph_planner.training.local_run import train_local as run_local_training
 
     logger = get_run_logger()
-    tasks, rollout_fn = make_env_rollout(config)
-    with make_tracker(config) as tracker:
-        total = config.training.total_steps
 
-        def log_fn(metrics: dict[str, float], step: int) -> None:
-            tracker(metrics, step)
-            bar.update(step, total, f"step {step}/{total}")
-            logger.info("step %d/%d: reward/mean=%.3f loss=%.4f", step, total, metrics.get("reward/mean", 0.0),
-                        metrics.get("loss", float("nan")))
+    def on_step(metrics: dict[str, float], step: int, total: int) -> None:
+        bar.update(step, total, f"step {step}/{total}")
+        logger.info("step %d/%d: reward/mean=%.3f loss=%.4f", step, total, metrics.get("reward/mean", 0.0),
+                    metrics.get("loss", float("nan")))
 
-        trainer = LocalGRPOTrainer(config, rollout_fn, tasks, log_fn=log_fn)
-        total = trainer.max_steps
-        tracker.watch(trainer.model)
-        trainer.train()
-    checkpoint = latest_checkpoint(trainer.run_dir)
-    if checkpoint is None:
-        raise RuntimeError(f"training finished without a checkpoint in {trainer.run_dir}/checkpoints")
-    return str(checkpoint / MODEL_DIR)
+    result = run_local_training(config, on_step=on_step)
+    if result.checkpoint is None:
+        raise RuntimeError(f"training finished without a checkpoint in {result.run_dir}/checkpoints")
+    return str(result.checkpoint / MODEL_DIR)
 
 
 def train_verl(config: RunConfig, config_file: str, registry: str, bar: ProgressArtifact) -> str:

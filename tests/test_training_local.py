@@ -246,3 +246,16 @@ def test_bf16_autocast_and_gradient_checkpointing_train_on_cpu(tmp_path, cache_d
     metrics = trainer.train_step()
     assert torch.isfinite(torch.tensor(metrics["loss"]))
     assert any(not torch.equal(v, before[k]) for k, v in weights(trainer.model).items())
+
+
+def test_training_curves_png_from_the_jsonl_tracker(tmp_path):
+    import json
+
+    from graph_planner.training.local_run import plot_training_curves
+
+    assert plot_training_curves(tmp_path) is None  # no jsonl tracker ran: nothing to plot
+    rows = [{"kind": "config", "config": {}}] + [
+        {"kind": "metrics", "step": s, "metrics": {"reward/mean": 0.1 * s, "loss": 1.0 / s}} for s in (1, 2, 3)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    png = plot_training_curves(tmp_path)
+    assert png == tmp_path / "training_curves.png" and png.read_bytes()[:4] == b"\x89PNG"

@@ -99,11 +99,12 @@ def test_runtime_env_ships_code_not_data():
         "/opt/py/bin/python -m graph_planner.training.verl_entry --config-file '/r/a b.yaml'"
 
 
-def test_local_backend_without_env_rollout_module_is_a_clear_error(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(commands, "ROLLOUT_MODULE", "graph_planner.training.no_such_rollout")
-    config = load_run_config(None, {"logging.output_dir": str(tmp_path)})
+def test_local_backend_without_prepared_data_is_a_clear_error(tmp_path, capsys):
+    config = load_run_config(None, {"logging.output_dir": str(tmp_path),
+                                    "paths.dataset_train": str(tmp_path / "missing" / "train.jsonl")})
     assert commands.run_local(config, dry_run=False) == 2
-    assert "graph_planner.training.no_such_rollout" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "missing/train.jsonl" in err and "gp data prepare" in err
 
 
 def test_gp_train_verl_without_gpus_stops_at_preflight(tmp_path):

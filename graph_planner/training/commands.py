@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
-import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -34,8 +32,6 @@ from graph_planner.config.schema import RunConfig
 
 log = logging.getLogger(__name__)
 
-#: The env rollout of the local backend: ``make_env_rollout(config) -> (tasks, rollout_fn)``.
-ROLLOUT_MODULE = "graph_planner.training.rollout"
 
 DryRun = Annotated[bool, typer.Option("--dry-run", help="Validate (config, data, model / Ray job entry); no steps.")]
 TrainFiles = Annotated[str | None, typer.Option("--train-files", help="verl backend: train parquet.")]
@@ -44,43 +40,19 @@ ValFiles = Annotated[str | None, typer.Option("--val-files", help="verl backend:
 
 def run_local(config: RunConfig, dry_run: bool) -> int:
     """Build the env rollout and the trainer, then train (or, with dry_run, report what would run)."""
-    if importlib.util.find_spec(ROLLOUT_MODULE) is None:
-        typer.echo(f"error: the local backend needs the env rollout module {ROLLOUT_MODULE} "
-                   "(make_env_rollout(config) -> (tasks, rollout_fn)), which this build does not have yet",
-                   err=True)
+    from graph_planner.training.local_run import train_local
+
+    try:
+        result = train_local(config, dry_run=dry_run)
+    except FileNotFoundError as exc:  # no prepared data yet: say what to run
+        typer.echo(f"error: {exc}", err=True)
         return 2
-    from graph_planner.telemetry.metrics import episode_metrics
-    from graph_planner.telemetry.session import run_telemetry
-    from graph_planner.training.local_trainer import LocalGRPOTrainer
-    from graph_planner.training.rollout import make_env_rollout  # type: ignore[import-not-found]
-
-    tasks, rollout_fn = make_env_rollout(config)
     if dry_run:
-        trainer = LocalGRPOTrainer(config, rollout_fn, tasks)
-        typer.echo(json.dumps({"dry_run": "ok", "backend": "local", "tasks": len(tasks), "start_step": trainer.step,
-                               "steps": trainer.max_steps, "device": str(trainer.device)}))
+        typer.echo(json.dumps({"dry_run": "ok", "backend": "local", "start_step": result.step,
+                               "run_dir": str(result.run_dir)}))
         return 0
-    with run_telemetry(config) as tracker:
-        step_episodes: list[Any] = []  # every rollout wave of the current step
-        step_seconds = [0.0]
-
-        def rollout_with_metrics(policy: Any, batch: list[Any], group_size: int) -> list[Any]:
-            started = time.monotonic()
-            trajectories = rollout_fn(policy, batch, group_size)
-            step_seconds[0] += time.monotonic() - started
-            step_episodes.extend(trajectories)
-            return trajectories
-
-        def log_fn(metrics: dict[str, float], step: int) -> None:
-            episodes = episode_metrics(step_episodes, max(step_seconds[0], 1e-6), config) if step_episodes else {}
-            step_episodes.clear()
-            step_seconds[0] = 0.0
-            tracker({**episodes, **metrics}, step)  # patch_*, reject/*, parse-error rate + the trainer's own
-
-        trainer = LocalGRPOTrainer(config, rollout_with_metrics, tasks, log_fn=log_fn)
-        tracker.watch(trainer.model)
-        trainer.train()
-    typer.echo(f"trained to step {trainer.step}; checkpoints in {trainer.run_dir / 'checkpoints'}")
+    typer.echo(f"trained to step {result.step}; checkpoints in {result.run_dir / 'checkpoints'}"
+               + (f"; curves {result.curves_png}" if result.curves_png else ""))
     return 0
 
 

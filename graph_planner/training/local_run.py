@@ -1,0 +1,102 @@
+"""The local training stage as one plain function (used by `gp train` and the Prefect train task): env rollouts,
+LocalGRPOTrainer, telemetry (trackers, heartbeats, episode metrics) and a PNG of the training curves."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from graph_planner.config.schema import RunConfig
+
+CURVES = ("reward/mean", "reward/resolved_rate", "loss", "entropy", "planner_parse_error_rate", "grad_norm")
+
+
+@dataclass
+class LocalTrainResult:
+    run_dir: Path
+    step: int
+    checkpoint: Path | None
+    curves_png: Path | None
+
+
+def train_local(config: RunConfig, on_step: Callable[[dict[str, float], int, int], None] | None = None,
+                dry_run: bool = False) -> LocalTrainResult:
+    """Train to ``training.total_steps`` (resuming per ``training.resume_from``); ``on_step(metrics, step, total)``
+    is called after each step (progress bars, Prefect artifacts)."""
+    from graph_planner.telemetry.metrics import episode_metrics
+    from graph_planner.telemetry.session import run_telemetry
+    from graph_planner.training.checkpoint import latest_checkpoint
+    from graph_planner.training.local_trainer import LocalGRPOTrainer
+    from graph_planner.training.rollout import make_env_rollout
+
+    tasks, rollout_fn = make_env_rollout(config)
+    if dry_run:
+        trainer = LocalGRPOTrainer(config, rollout_fn, tasks)
+        return LocalTrainResult(trainer.run_dir, trainer.step, latest_checkpoint(trainer.run_dir), None)
+    with run_telemetry(config) as tracker:
+        step_episodes: list[Any] = []  # every rollout wave of the current step
+        step_seconds = [0.0]
+
+        def rollout_with_metrics(policy: Any, batch: list[Any], group_size: int) -> list[Any]:
+            started = time.monotonic()
+            trajectories = rollout_fn(policy, batch, group_size)
+            step_seconds[0] += time.monotonic() - started
+            step_episodes.extend(trajectories)
+            return trajectories
+
+        def log_fn(metrics: dict[str, float], step: int) -> None:
+            episodes = episode_metrics(step_episodes, max(step_seconds[0], 1e-6), config) if step_episodes else {}
+            step_episodes.clear()
+            step_seconds[0] = 0.0
+            merged = {**episodes, **metrics}  # patch_*, reject/*, parse-error rate + the trainer's own
+            tracker(merged, step)
+            if on_step is not None:
+                on_step(merged, step, trainer.max_steps)
+
+        trainer = LocalGRPOTrainer(config, rollout_with_metrics, tasks, log_fn=log_fn)
+        tracker.watch(trainer.model)
+        trainer.train()
+    curves = plot_training_curves(trainer.run_dir)
+    return LocalTrainResult(trainer.run_dir, trainer.step, latest_checkpoint(trainer.run_dir), curves)
+
+
+def plot_training_curves(run_dir: Path) -> Path | None:
+    """``<run_dir>/training_curves.png`` from the JSONL tracker's metrics (None when no jsonl tracker ran)."""
+    metrics_file = run_dir / "metrics.jsonl"
+    if not metrics_file.is_file():
+        return None
+    series: dict[str, list[tuple[int, float]]] = {name: [] for name in CURVES}
+    for line in metrics_file.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if row.get("kind") != "metrics" or not row.get("step"):
+            continue
+        for name in CURVES:
+            value = row["metrics"].get(name)
+            if isinstance(value, (int, float)):
+                series[name].append((int(row["step"]), float(value)))
+    present = {k: v for k, v in series.items() if v}
+    if not present:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(present), figsize=(3.2 * len(present), 3), squeeze=False)
+    for ax, (name, points) in zip(axes[0], present.items()):
+        steps, values = zip(*sorted(points))
+        ax.plot(steps, values, marker="o")
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("step")
+    fig.tight_layout()
+    out = run_dir / "training_curves.png"
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+    return out
