@@ -28,6 +28,7 @@ _SUPER_CALL_BYTES = re.compile(rb"super\(\)\.[A-Za-z_]\w*")
 _COMMENT = re.compile(r"#[^\n]*")
 _MAX_SIGNATURE = 240
 _MAX_DOC = 160
+_MAX_CACHED_CALLEES = 200_000
 
 
 @dataclass(slots=True)
@@ -96,6 +97,13 @@ def _first_line(text: str) -> str:
     return text.split("\n", 1)[0].strip()[:_MAX_SIGNATURE]
 
 
+def _callee_bytes(raw: bytes) -> str | None:
+    if _DOTTED_BYTES.fullmatch(raw) or _SUPER_CALL_BYTES.fullmatch(raw):
+        return raw.decode("ascii")
+    return None
+
+
+
 def _callee(text: str) -> str | None:
     if _DOTTED.fullmatch(text) or _SUPER_CALL.fullmatch(text):
         return text
@@ -155,16 +163,12 @@ def _assemble(defs: list[_RawDef], attrs: list[tuple[int, _RawDef]], calls: list
 
 # --- tree-sitter engine ---------------------------------------------------------------------------------------
 
+# Only what can sit anywhere in a file is queried (each pattern adds to the C walk over every node); docstrings,
+# decorators and attribute assignments sit at fixed places around a definition and are read from it directly.
 _QUERY = """
-(class_definition) @def
-(function_definition) @def
-(module (expression_statement (assignment) @attr))
-(class_definition body: (block (expression_statement (assignment) @attr)))
-(import_statement) @import
-(import_from_statement) @import
+[(class_definition) (function_definition)] @def
+[(import_statement) (import_from_statement)] @import
 (call function: [(identifier) (attribute)] @call)
-(block . (expression_statement (string) @doc))
-(decorated_definition) @decorated
 """
 
 
@@ -179,6 +183,8 @@ class _TreeSitterPython:
         language = tree_sitter.Language(tree_sitter_python.language())
         self.parser = tree_sitter.Parser(language)
         self.query = tree_sitter.Query(language, _QUERY)
+        # callee texts repeat a lot (`len`, `self.save`): each is matched once, until the cache is full
+        self.callees: dict[bytes, str | None] = {}
 
     def parse(self, source: bytes) -> ParsedModule:
         tree = self.parser.parse(source)
@@ -188,36 +194,44 @@ class _TreeSitterPython:
         def text(node) -> str:
             return source[node.start_byte:node.end_byte].decode("utf-8", "replace")
 
-        # a docstring is the string starting its def's body block; decorators start a def's line span
-        docs = {node.start_byte: node for node in captures.get("doc", [])}
-        decorated = {}
-        for node in captures.get("decorated", []):
-            definition = node.child_by_field_name("definition")
-            if definition is not None:
-                decorated[definition.start_byte] = node.start_point[0]
-        defs = [self._definition(node, source, text, docs, decorated) for node in captures.get("def", [])]
         attrs: list[tuple[int, _RawDef]] = []
-        for node in captures.get("attr", []):
-            statement = node.parent
-            start = statement.start_byte
-            line_end = source.find(b"\n", start, statement.end_byte)  # statements can be huge dict literals
-            signature = _first_line(source[start:line_end if line_end >= 0 else statement.end_byte]
-                                    .decode("utf-8", "replace"))
-            for name in self._assigned_names(node, text):
-                attrs.append((node.start_byte, _RawDef(_ATTRIBUTE, name, 0, 0, statement.start_point[0] + 1,
-                                                       statement.end_point[0] + 1, signature, "")))
+        self._attributes(root, source, text, attrs)  # module level
+        defs = [self._definition(node, source, text, attrs) for node in captures.get("def", [])]
         imports: list[ImportStmt] = []
         for node in captures.get("import", []):
             imports.extend(self._imports(node, text))
         calls: list[tuple[int, str]] = []
-        dotted, super_call = _DOTTED_BYTES.fullmatch, _SUPER_CALL_BYTES.fullmatch
+        callees = self.callees  # callee bytes -> name, or None when not a plain dotted name
+        if len(callees) > _MAX_CACHED_CALLEES:
+            callees.clear()
         for node in captures.get("call", []):
             start = node.start_byte
             raw = source[start:node.end_byte]
-            if dotted(raw) or super_call(raw):
-                calls.append((start, raw.decode("ascii")))
-        calls.sort(key=lambda item: item[0])
+            try:
+                name = callees[raw]
+            except KeyError:
+                name = callees[raw] = _callee_bytes(raw)
+            if name is not None:
+                calls.append((start, name))
+        calls.sort()  # by offset; the name orders `super().f` and its `super` (same offset) deterministically
         return _assemble(defs, attrs, calls, imports, self._module_docstring(root, text), "tree-sitter")
+
+    def _attributes(self, block, source: bytes, text, attrs: list[tuple[int, _RawDef]]) -> None:
+        """Assignments directly in a module or class body (`x = 1`, `a, b = f()`, `x: int = 0`)."""
+        for statement in block.children:
+            if statement.type != "expression_statement":
+                continue
+            node = statement.named_child(0)
+            if node is None or node.type != "assignment":
+                continue
+            start = statement.start_byte
+            line_end = source.find(b"\n", start, statement.end_byte)  # statements can be huge dict literals
+            signature = _first_line(source[start:line_end if line_end >= 0 else statement.end_byte]
+                                    .decode("utf-8", "replace"))
+            start_line, end_line = statement.start_point[0] + 1, statement.end_point[0] + 1
+            for name in self._assigned_names(node, text):
+                attrs.append((node.start_byte, _RawDef(_ATTRIBUTE, name, 0, 0, start_line, end_line, signature,
+                                                       "")))
 
     @staticmethod
     def _literal_doc(literal, text) -> str:
@@ -238,13 +252,13 @@ class _TreeSitterPython:
                 return ""
         return ""
 
-    def _definition(self, node, source: bytes, text, docs, decorated) -> _RawDef:
+    def _definition(self, node, source: bytes, text, attrs: list[tuple[int, _RawDef]]) -> _RawDef:
         body = node.child_by_field_name("body")
         name_node = node.child_by_field_name("name")
         start = node.start_byte
-        first_row = decorated.get(start)
-        if first_row is None:
-            first_row = node.start_point[0]
+        parent = node.parent
+        # decorators start a definition's line span
+        first_row = (parent if parent is not None and parent.type == "decorated_definition" else node).start_point[0]
         header_end = body.start_byte if body is not None else node.end_byte
         signature = _clean_header(source[start:header_end].decode("utf-8", "replace"))
         if node.type == "class_definition":
@@ -258,10 +272,18 @@ class _TreeSitterPython:
                         if _DOTTED.fullmatch(base):
                             bases.append(base)
             base_names = tuple(bases)
+            if body is not None:
+                self._attributes(body, source, text, attrs)
         else:
             kind = _FUNCTION
             base_names = ()
-        doc = self._literal_doc(docs.get(body.start_byte), text) if body is not None else ""
+        doc = ""
+        if body is not None:  # a docstring is the string starting the body block
+            first = body.named_child(0)
+            if first is not None and first.type == "expression_statement":
+                literal = first.named_child(0)
+                if literal is not None and literal.type == "string" and literal.start_byte == body.start_byte:
+                    doc = self._literal_doc(literal, text)
         return _RawDef(kind, text(name_node) if name_node is not None else "?", start, node.end_byte,
                        first_row + 1, node.end_point[0] + 1, signature, doc, base_names)
 

@@ -179,7 +179,12 @@ class Resolver:
     # --- lookups ----------------------------------------------------------------------------------------------
     def lookup_module(self, module: str, parts: tuple[str, ...]) -> str | None:
         """Node id of `module.parts...` (a module's own name, a re-export, or a submodule; FILE id for `()`)."""
-        return self._memoised(("m", module, parts), lambda: self._lookup_module(module, parts))
+        key = ("m", module, parts)
+        hit = self._memo.get(key)  # the common case, without building a closure
+        if hit is not None:
+            self._reuse(hit[1])
+            return hit[0]  # type: ignore[return-value]
+        return self._memoised(key, lambda: self._lookup_module(module, parts))
 
     def _lookup_module(self, module: str, parts: tuple[str, ...]) -> str | None:
         path = self.module_path(module)
@@ -202,7 +207,12 @@ class Resolver:
 
     def lookup_name(self, path: str, name: str) -> str | None:
         """What a module-level name of `path` refers to (definition, import binding, star import)."""
-        return self._memoised(("h", path, name), lambda: self._lookup_name(path, name))
+        key = ("h", path, name)
+        hit = self._memo.get(key)
+        if hit is not None:
+            self._reuse(hit[1])
+            return hit[0]  # type: ignore[return-value]
+        return self._memoised(key, lambda: self._lookup_name(path, name))
 
     def _lookup_name(self, path: str, name: str) -> str | None:
         self._touch(file_key(path))
@@ -243,7 +253,12 @@ class Resolver:
 
     def member(self, class_id: str, name: str) -> str | None:
         """A class member by name, searching resolved base classes depth-first (a static stand-in for the MRO)."""
-        return self._memoised(("c", class_id, name), lambda: self._member(class_id, name))
+        key = ("c", class_id, name)
+        hit = self._memo.get(key)
+        if hit is not None:
+            self._reuse(hit[1])
+            return hit[0]  # type: ignore[return-value]
+        return self._memoised(key, lambda: self._member(class_id, name))
 
     def _member(self, class_id: str, name: str) -> str | None:
         node = self.graph.nodes[class_id]
