@@ -53,7 +53,7 @@ class CodeGraph:
         self.file_nodes: dict[str, list[str]] = {}  # path -> ids of the nodes the file defines (FILE node first)
         self.imports: dict[str, list[ImportStmt]] = {}
         self.class_bases: dict[str, tuple[str, ...]] = {}  # class id -> base names as written
-        self.deps: dict[str, set[tuple[str, ...]]] = {}  # path -> dependency keys its resolution consulted
+        self.deps: dict[str, frozenset[tuple[str, ...]]] = {}  # path -> dependency keys its resolution consulted
         self.parse_errors: dict[str, str] = {}
         self.symbols: dict[str, dict[str, str]] = {}  # path -> qualname -> node id (earliest definition wins)
         self.package_dirs: set[str] = set()
@@ -71,21 +71,30 @@ class CodeGraph:
         self.nodes[REPO_ID] = Node(REPO_ID, NodeKind.REPO, repo, repo, "")
 
     # --- edges ------------------------------------------------------------------------------------------------
-    def set_owned_edges(self, owner: str, edges: Iterable[Edge]) -> None:
-        """Replace every edge `owner` contributed (a file's `path#contains` / `path#refs`, or the structure)."""
+    def set_owned_edges(self, owner: str, edges: Iterable[Edge], distinct: bool = False) -> None:
+        """Replace every edge `owner` contributed (a file's `path#contains` / `path#refs`, or the structure).
+        `distinct`: the caller's list holds no duplicates (containment edges), so it is stored as is."""
         out_index, in_index = self._out, self._in
         for edge in self._owned.pop(owner, ()):
             out_index.get(edge.src, {}).pop(edge, None)
             if edge.resolved:
                 in_index.get(edge.dst, {}).pop(edge, None)
-        unique = list(dict.fromkeys(edges))
+        unique = edges if distinct and isinstance(edges, list) else list(dict.fromkeys(edges))
         if unique:
             self._owned[owner] = unique
-        for edge in unique:
+        bucket_src, bucket = None, None
+        for edge in unique:  # a file's edges come grouped by source: look its bucket up once per group
             src, dst, _, resolved = edge
-            out_index.setdefault(src, {})[edge] = None
+            if src != bucket_src:
+                bucket_src, bucket = src, out_index.get(src)
+                if bucket is None:
+                    bucket = out_index[src] = {}
+            bucket[edge] = None  # type: ignore[index]
             if resolved:
-                in_index.setdefault(dst, {})[edge] = None
+                incoming = in_index.get(dst)
+                if incoming is None:
+                    incoming = in_index[dst] = {}
+                incoming[edge] = None
 
     def out_edges(self, node_id: str, kind: EdgeKind | None = None, resolved_only: bool = False) -> list[Edge]:
         return [e for e in self._out.get(node_id, ()) if (kind is None or e.kind == kind)
@@ -233,7 +242,7 @@ class CodeGraph:
         graph.files = dict(data["files"])
         graph.imports = {p: [ImportStmt(*row) for row in rows] for p, rows in data["imports"].items()}
         graph.class_bases = {i: tuple(b) for i, b in data["class_bases"].items()}
-        graph.deps = {p: {tuple(key) for key in d} for p, d in data["deps"].items()}
+        graph.deps = {p: frozenset(tuple(key) for key in d) for p, d in data["deps"].items()}
         graph.parse_errors = dict(data.get("parse_errors", {}))
         for node in sorted(graph.nodes.values(), key=lambda n: (n.kind not in (NodeKind.FILE, NodeKind.TEXTFILE),
                                                                 n.start_line, n.id)):

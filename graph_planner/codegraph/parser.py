@@ -1,14 +1,15 @@
 """Parse one Python file into definitions, imports and calls: tree-sitter first, `ast` only as a fallback.
 
 Both engines produce the same `ParsedModule`, so the builder never knows which one ran. The tree-sitter path
-runs one compiled query per file (the tree walk happens in C) and touches Python objects only for the nodes it
-keeps, which is what keeps a full build close to the cost of a raw parse.
+never walks the whole tree: it finds candidates in the source bytes and confirms each on the tree, touching
+Python objects only for the nodes it keeps, which is what keeps a full build close to the cost of a raw parse.
 """
 
 from __future__ import annotations
 
 import ast
 import bisect
+import keyword
 import re
 import threading
 from dataclasses import dataclass, field
@@ -24,7 +25,6 @@ _CLASS, _FUNCTION, _ATTRIBUTE = NodeKind.CLASS, NodeKind.FUNCTION, NodeKind.ATTR
 _DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*", re.ASCII)
 _SUPER_CALL = re.compile(r"super\(\)\.[A-Za-z_]\w*", re.ASCII)
 _DOTTED_BYTES = re.compile(rb"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
-_SUPER_CALL_BYTES = re.compile(rb"super\(\)\.[A-Za-z_]\w*")
 _COMMENT = re.compile(r"#[^\n]*")
 _MAX_SIGNATURE = 240
 _MAX_DOC = 160
@@ -44,6 +44,9 @@ class Definition:
     doc_head: str
     parent: int
     bases: tuple[str, ...] = ()
+    # byte range of the def/class statement (decorators excluded): only for scoping while parsing
+    start: int = field(default=0, compare=False, repr=False)
+    end: int = field(default=0, compare=False, repr=False)
 
 
 @dataclass(slots=True)
@@ -97,35 +100,15 @@ def _first_line(text: str) -> str:
     return text.split("\n", 1)[0].strip()[:_MAX_SIGNATURE]
 
 
-def _callee_bytes(raw: bytes) -> str | None:
-    if _DOTTED_BYTES.fullmatch(raw) or _SUPER_CALL_BYTES.fullmatch(raw):
-        return raw.decode("ascii")
-    return None
-
-
-
 def _callee(text: str) -> str | None:
     if _DOTTED.fullmatch(text) or _SUPER_CALL.fullmatch(text):
         return text
     return None
 
 
-@dataclass(slots=True)
-class _RawDef:
-    kind: NodeKind
-    name: str
-    start: int  # byte range of the def/class statement (decorators excluded): used for scoping
-    end: int
-    start_line: int
-    end_line: int
-    signature: str
-    doc_head: str
-    bases: tuple[str, ...] = ()
-
-
-def _assemble(defs: list[_RawDef], attrs: list[tuple[int, _RawDef]], calls: list[tuple[int, str]],
+def _assemble(defs: list[Definition], attrs: list[tuple[int, Definition]], calls: list[tuple[int, str]],
               imports: list[ImportStmt], doc: str, engine: str) -> ParsedModule:
-    """Give every definition its parent and qualname, and every attribute/call its enclosing scope.
+    """Give every definition (in place) its parent and qualname, and every attribute/call its enclosing scope.
 
     Scopes nest properly, so the innermost scope around a byte offset is the last scope starting before it or
     one of that scope's ancestors: one bisect plus a short walk up, no per-node tree traversal in Python.
@@ -133,16 +116,14 @@ def _assemble(defs: list[_RawDef], attrs: list[tuple[int, _RawDef]], calls: list
     defs.sort(key=lambda d: d.start)
     starts = [d.start for d in defs]
     parents: list[int] = []
-    out: list[Definition] = []
     stack: list[int] = []
-    for index, raw in enumerate(defs):
-        while stack and defs[stack[-1]].end <= raw.start:
+    for index, definition in enumerate(defs):
+        while stack and defs[stack[-1]].end <= definition.start:
             stack.pop()
         parent = stack[-1] if stack else -1
         parents.append(parent)
-        qualname = f"{out[parent].qualname}.{raw.name}" if parent >= 0 else raw.name
-        out.append(Definition(raw.kind, raw.name, qualname, raw.start_line, raw.end_line, raw.signature,
-                              raw.doc_head, parent, raw.bases))
+        definition.parent = parent
+        definition.qualname = f"{defs[parent].qualname}.{definition.name}" if parent >= 0 else definition.name
         stack.append(index)
 
     def scope_of(offset: int) -> int:
@@ -151,78 +132,155 @@ def _assemble(defs: list[_RawDef], attrs: list[tuple[int, _RawDef]], calls: list
             index = parents[index]
         return index
 
-    for offset, raw in sorted(attrs, key=lambda item: (item[0], item[1].name)):
+    out = list(defs)
+    for offset, attribute in sorted(attrs, key=lambda item: (item[0], item[1].name)):
         parent = scope_of(offset)
-        qualname = f"{out[parent].qualname}.{raw.name}" if parent >= 0 else raw.name
-        out.append(Definition(_ATTRIBUTE, raw.name, qualname, raw.start_line, raw.end_line, raw.signature,
-                              "", parent))
+        attribute.parent = parent
+        attribute.qualname = f"{defs[parent].qualname}.{attribute.name}" if parent >= 0 else attribute.name
+        out.append(attribute)
     scoped_calls = [(scope_of(offset), name) for offset, name in calls]
     imports.sort(key=lambda stmt: stmt.line)
     return ParsedModule(out, imports, scoped_calls, doc, engine)
 
 
 # --- tree-sitter engine ---------------------------------------------------------------------------------------
+# Definitions, imports and calls can sit anywhere in a file, but walking every node of the tree (even in C, with a
+# query) costs a third of the parse itself. Their keywords and call parentheses can be found in the source bytes
+# instead, with literal-prefix regexes (C string search), and each candidate is confirmed on the tree with one
+# `descendant_for_byte_range` lookup: words inside strings and comments, `def f(` or `if (` are rejected by node
+# kind, so the result is exactly what a full walk would find.
 
-# Only what can sit anywhere in a file is queried (each pattern adds to the C walk over every node); docstrings,
-# decorators and attribute assignments sit at fixed places around a definition and are read from it directly.
-_QUERY = """
-[(class_definition) (function_definition)] @def
-[(import_statement) (import_from_statement)] @import
-(call function: [(identifier) (attribute)] @call)
-"""
+_DEF_KEYWORDS = (re.compile(rb"def[ \t]+[A-Za-z_]"), re.compile(rb"class[ \t]+[A-Za-z_]"))
+_IMPORT_KEYWORD = re.compile(rb"import(?![\w.])")
+# on the reversed source: `(`, optional whitespace, then the callee's run of name characters and dots (reversed),
+# unless `def`/`class` precede it. The whitespace may hold a line continuation (`re.compile \\` + newline + `(`).
+_CALL_PAREN_REVERSED = re.compile(rb"\([\s\\]*+([\w.]++)(?![ \t]+(?:fed|ssalc)(?!\w))")
+_KEYWORDS = frozenset(keyword.kwlist)  # `if (`, `return (`...: never a callee
+_WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+_QUOTES = frozenset(b"\"'")
+_STRING_PREFIXES = frozenset(b"rRbBuUfF")
+
+
+def _may_start_string(source: bytes, offset: int) -> bool:
+    """Whether a string literal (with up to two prefix letters) can start at `offset`: a byte test that spares
+    the tree lookups for the many definitions without a docstring."""
+    for index in range(offset, min(offset + 3, len(source))):
+        byte = source[index]
+        if byte in _QUOTES:
+            return True
+        if byte not in _STRING_PREFIXES:
+            return False
+    return False
+
+
+def _callee_from_reversed(run: bytes) -> str | None:
+    """The callee of a reversed run: a plain dotted name, `super().name` (run `.name`; its `super()` is checked
+    by the caller), or None (a method of a call result, a subscript, a string: not kept)."""
+    callee = run[::-1]
+    if _DOTTED_BYTES.fullmatch(callee):
+        name = callee.decode("ascii")
+        return None if name in _KEYWORDS else name
+    if callee[:1] == b"." and _DOTTED_BYTES.fullmatch(callee, 1) and b"." not in callee[1:]:
+        return "super()" + callee.decode("ascii")
+    return None
 
 
 class _TreeSitterPython:
-    """One Parser and one compiled Query, reused for every file (per thread: parsers are not thread-safe)."""
+    """One Parser reused for every file (per thread: parsers are not thread-safe)."""
 
     def __init__(self) -> None:
         import tree_sitter
         import tree_sitter_python
 
-        self._ts = tree_sitter
         language = tree_sitter.Language(tree_sitter_python.language())
         self.parser = tree_sitter.Parser(language)
-        self.query = tree_sitter.Query(language, _QUERY)
-        # callee texts repeat a lot (`len`, `self.save`): each is matched once, until the cache is full
+        kind = language.id_for_node_kind
+        self._call_kind = kind("call", True)
+        self._def_kinds = frozenset({kind("function_definition", True), kind("class_definition", True)})
+        self._import_kinds = frozenset({kind("import_statement", True), kind("import_from_statement", True)})
+        self._import_keyword = kind("import", False)
+        # node kinds compared per statement: ints, as `node.type` builds a new str on every access
+        self._class_kind = kind("class_definition", True)
+        self._decorated_kind = kind("decorated_definition", True)
+        self._expression_statement = kind("expression_statement", True)
+        self._assignment = kind("assignment", True)
+        self._string = kind("string", True)
+        self._identifier = kind("identifier", True)
+        self._name_kinds = frozenset({self._identifier, kind("attribute", True)})
+        self._pattern_kinds = frozenset({kind("pattern_list", True), kind("tuple_pattern", True),
+                                         kind("list_pattern", True)})
+        # callee runs repeat a lot (`len`, `self.save`): each is checked once, until the cache is full
         self.callees: dict[bytes, str | None] = {}
 
     def parse(self, source: bytes) -> ParsedModule:
-        tree = self.parser.parse(source)
-        root = tree.root_node
-        captures = self._ts.QueryCursor(self.query).captures(root)
+        root = self.parser.parse(source).root_node
+        node_at = root.descendant_for_byte_range
 
         def text(node) -> str:
             return source[node.start_byte:node.end_byte].decode("utf-8", "replace")
 
-        attrs: list[tuple[int, _RawDef]] = []
+        attrs: list[tuple[int, Definition]] = []
         self._attributes(root, source, text, attrs)  # module level
-        defs = [self._definition(node, source, text, attrs) for node in captures.get("def", [])]
+        defs: list[Definition] = []
+        for pattern in _DEF_KEYWORDS:  # the smallest node spanning `def name` is the definition itself
+            for match in pattern.finditer(source):
+                start = match.start()
+                if start and source[start - 1] in _WORD_BYTES:
+                    continue
+                node = node_at(start, match.end())
+                if node.kind_id in self._def_kinds:
+                    defs.append(self._definition(node, source, text, attrs))
         imports: list[ImportStmt] = []
-        for node in captures.get("import", []):
-            imports.extend(self._imports(node, text))
-        calls: list[tuple[int, str]] = []
-        callees = self.callees  # callee bytes -> name, or None when not a plain dotted name
+        for match in _IMPORT_KEYWORD.finditer(source):  # the `import` keyword token, child of its statement
+            start = match.start()
+            if start and source[start - 1] in _WORD_BYTES:
+                continue
+            node = node_at(start, match.end())
+            if node.kind_id == self._import_keyword:
+                statement = node.parent
+                if statement is not None and statement.kind_id in self._import_kinds:
+                    imports.extend(self._imports(statement, text))
+        return _assemble(defs, attrs, self._calls(source, node_at), imports, self._module_docstring(root, text),
+                         "tree-sitter")
+
+    def _calls(self, source: bytes, node_at) -> list[tuple[int, str]]:
+        """(offset, callee) of every call whose callee is a plain dotted name, ordered by offset."""
+        callees = self.callees
         if len(callees) > _MAX_CACHED_CALLEES:
             callees.clear()
-        for node in captures.get("call", []):
-            start = node.start_byte
-            raw = source[start:node.end_byte]
+        call_kind = self._call_kind
+        size = len(source)
+        calls: list[tuple[int, str]] = []
+        for match in _CALL_PAREN_REVERSED.finditer(source[::-1]):
+            run = match.group(1)
             try:
-                name = callees[raw]
+                name = callees[run]
             except KeyError:
-                name = callees[raw] = _callee_bytes(raw)
-            if name is not None:
+                name = callees[run] = _callee_from_reversed(run)
+            if name is None:
+                continue
+            start = size - match.end(1)
+            if name[0] == "s" and name.startswith("super()."):
+                if source[start - 7:start] != b"super()":
+                    continue
+                start -= 7
+            # the smallest node spanning the callee and its `(` is a call starting at the callee, or no call
+            node = node_at(start, size - match.start())
+            if node.kind_id == call_kind and node.start_byte == start:
                 calls.append((start, name))
         calls.sort()  # by offset; the name orders `super().f` and its `super` (same offset) deterministically
-        return _assemble(defs, attrs, calls, imports, self._module_docstring(root, text), "tree-sitter")
+        return calls
 
-    def _attributes(self, block, source: bytes, text, attrs: list[tuple[int, _RawDef]]) -> None:
+    def _attributes(self, block, source: bytes, text, attrs: list[tuple[int, Definition]]) -> None:
         """Assignments directly in a module or class body (`x = 1`, `a, b = f()`, `x: int = 0`)."""
+        expression_statement, assignment = self._expression_statement, self._assignment
         for statement in block.children:
-            if statement.type != "expression_statement":
+            if statement.kind_id != expression_statement:
                 continue
             node = statement.named_child(0)
-            if node is None or node.type != "assignment":
+            if node is None or node.kind_id != assignment:
                 continue
             start = statement.start_byte
             line_end = source.find(b"\n", start, statement.end_byte)  # statements can be huge dict literals
@@ -230,8 +288,8 @@ class _TreeSitterPython:
                                     .decode("utf-8", "replace"))
             start_line, end_line = statement.start_point[0] + 1, statement.end_point[0] + 1
             for name in self._assigned_names(node, text):
-                attrs.append((node.start_byte, _RawDef(_ATTRIBUTE, name, 0, 0, start_line, end_line, signature,
-                                                       "")))
+                attrs.append((node.start_byte, Definition(_ATTRIBUTE, name, "", start_line, end_line,
+                                                           signature, "", -1)))
 
     @staticmethod
     def _literal_doc(literal, text) -> str:
@@ -252,22 +310,23 @@ class _TreeSitterPython:
                 return ""
         return ""
 
-    def _definition(self, node, source: bytes, text, attrs: list[tuple[int, _RawDef]]) -> _RawDef:
+    def _definition(self, node, source: bytes, text, attrs: list[tuple[int, Definition]]) -> Definition:
         body = node.child_by_field_name("body")
         name_node = node.child_by_field_name("name")
         start = node.start_byte
         parent = node.parent
         # decorators start a definition's line span
-        first_row = (parent if parent is not None and parent.type == "decorated_definition" else node).start_point[0]
+        first_row = (parent if parent is not None and parent.kind_id == self._decorated_kind
+                     else node).start_point[0]
         header_end = body.start_byte if body is not None else node.end_byte
         signature = _clean_header(source[start:header_end].decode("utf-8", "replace"))
-        if node.type == "class_definition":
+        if node.kind_id == self._class_kind:
             kind = _CLASS
             bases: list[str] = []
             superclasses = node.child_by_field_name("superclasses")
             if superclasses is not None:
                 for child in superclasses.named_children:
-                    if child.type in ("identifier", "attribute"):
+                    if child.kind_id in self._name_kinds:
                         base = text(child)
                         if _DOTTED.fullmatch(base):
                             bases.append(base)
@@ -278,26 +337,26 @@ class _TreeSitterPython:
             kind = _FUNCTION
             base_names = ()
         doc = ""
-        if body is not None:  # a docstring is the string starting the body block
-            first = body.named_child(0)
-            if first is not None and first.type == "expression_statement":
+        if body is not None and _may_start_string(source, body.start_byte):  # the string starting the body
+            first = body.named_child(0) if body.named_child_count else None
+            if first is not None and first.kind_id == self._expression_statement:
                 literal = first.named_child(0)
-                if literal is not None and literal.type == "string" and literal.start_byte == body.start_byte:
+                if literal is not None and literal.kind_id == self._string and literal.start_byte == body.start_byte:
                     doc = self._literal_doc(literal, text)
-        return _RawDef(kind, text(name_node) if name_node is not None else "?", start, node.end_byte,
-                       first_row + 1, node.end_point[0] + 1, signature, doc, base_names)
+        return Definition(kind, text(name_node) if name_node is not None else "?", "", first_row + 1,
+                          node.end_point[0] + 1, signature, doc, -1, base_names, start, node.end_byte)
 
-    @staticmethod
-    def _assigned_names(assignment, text) -> list[str]:
+    def _assigned_names(self, assignment, text) -> list[str]:
         names: list[str] = []
         node = assignment
-        while node is not None and node.type == "assignment":
+        identifier = self._identifier
+        while node is not None and node.kind_id == self._assignment:
             left = node.child_by_field_name("left")
             if left is not None:
-                if left.type == "identifier":
+                if left.kind_id == identifier:
                     names.append(text(left))
-                elif left.type in ("pattern_list", "tuple_pattern", "list_pattern"):
-                    names.extend(text(c) for c in left.named_children if c.type == "identifier")
+                elif left.kind_id in self._pattern_kinds:
+                    names.extend(text(c) for c in left.named_children if c.kind_id == identifier)
             node = node.child_by_field_name("right")
         return names
 
@@ -381,8 +440,8 @@ def _parse_with_ast(source: bytes) -> ParsedModule:
                                      offset(expr.end_lineno or expr.lineno, expr.end_col_offset or 0)))
         return ""
 
-    defs: list[_RawDef] = []
-    attrs: list[tuple[int, _RawDef]] = []
+    defs: list[Definition] = []
+    attrs: list[tuple[int, Definition]] = []
     calls: list[tuple[int, str]] = []
     imports: list[ImportStmt] = []
 
@@ -401,8 +460,8 @@ def _parse_with_ast(source: bytes) -> ParsedModule:
                 elements = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
                 for element in elements:
                     if isinstance(element, ast.Name):
-                        attrs.append((start, _RawDef(_ATTRIBUTE, element.id, 0, 0, stmt.lineno,
-                                                     stmt.end_lineno or stmt.lineno, signature, "")))
+                        attrs.append((start, Definition(_ATTRIBUTE, element.id, "", stmt.lineno,
+                                                        stmt.end_lineno or stmt.lineno, signature, "", -1)))
 
     add_attributes(tree.body)
     for node in ast.walk(tree):
@@ -417,12 +476,12 @@ def _parse_with_ast(source: bytes) -> ParsedModule:
             if isinstance(node, ast.ClassDef):
                 bases = tuple(b for b in (_ast_dotted(base) for base in node.bases)
                               if b is not None and not b.startswith("super()"))
-                defs.append(_RawDef(_CLASS, node.name, start, end, first_line, node.end_lineno or node.lineno,
-                                    signature, docstring(node.body), bases))
+                defs.append(Definition(_CLASS, node.name, "", first_line, node.end_lineno or node.lineno,
+                                       signature, docstring(node.body), -1, bases, start, end))
                 add_attributes(node.body)
             else:
-                defs.append(_RawDef(_FUNCTION, node.name, start, end, first_line,
-                                    node.end_lineno or node.lineno, signature, docstring(node.body)))
+                defs.append(Definition(_FUNCTION, node.name, "", first_line, node.end_lineno or node.lineno,
+                                       signature, docstring(node.body), -1, (), start, end))
         elif isinstance(node, ast.Call):
             callee = _ast_dotted(node.func)
             if callee is not None and _callee(callee):

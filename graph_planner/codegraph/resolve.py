@@ -312,7 +312,8 @@ class Resolver:
         return self.lookup_file(path, parts)
 
     # --- one file ---------------------------------------------------------------------------------------------
-    def resolve_file(self, path: str, parsed: ParsedModule, def_ids: list[str]) -> tuple[list[Edge], set[DepKey]]:
+    def resolve_file(self, path: str, parsed: ParsedModule,
+                     def_ids: list[str]) -> tuple[list[Edge], frozenset[DepKey]]:
         """imports / extends / calls edges of `path` and the dependency keys its resolution consulted."""
         frame = _Frame()
         self._frames.append(frame)
@@ -324,7 +325,7 @@ class Resolver:
             edges.extend(self._call_edges(path, parsed, def_ids))
         finally:
             self._frames.pop()
-        return edges, set(frame.flatten())
+        return edges, frame.flatten()
 
     def _import_edges(self, path: str) -> list[Edge]:
         src = file_id(path)
@@ -351,7 +352,8 @@ class Resolver:
         # names defined inside functions/classes of this file: only those make a call depend on its scope
         nested = {d.name for d in parsed.definitions if d.parent >= 0}
         own_symbols = self.graph.symbols.get(path, {})
-        module_level: dict[str, str | None] = {}  # callee -> target, for callees that do not depend on the scope
+        # callee -> its call target (None: none that is callable), for callees whose answer is scope-free
+        module_level: dict[str, str | None] = {}
         edges: list[Edge] = []
         owners: dict[int, str | None] = {}  # scope index -> enclosing class id
         new_edge = tuple.__new__  # Edge(...) runs a Python-level __new__; this is the same tuple, built in C
@@ -370,9 +372,13 @@ class Resolver:
                     target = self.resolve_in_scope(path, nodes[src].qualname, parts)
                 else:  # own scopes cannot change without re-resolving this file: go straight to module level
                     target = self._lookup_own(path, own_symbols, parts)
+                    if target is not None and nodes[target].kind not in _CALL_TARGETS:
+                        target = None
                     if head not in nested:  # the same answer in every scope of the file
                         module_level[callee] = target
-            if target is not None and nodes[target].kind in _CALL_TARGETS:
+                if target is not None and nodes[target].kind not in _CALL_TARGETS:
+                    target = None
+            if target is not None:
                 if target != src:
                     edges.append(new_edge(Edge, (src, target, _CALLS, True)))
             elif callee not in _BUILTINS:
