@@ -12,6 +12,7 @@ import gc
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tarfile
@@ -104,6 +105,8 @@ def measure(name: str, version: str, files: dict[str, bytes], patch_path: str, v
         "ratio_build_over_parse_cpu": round(build.cpu / parse.cpu, 3),
         "ratio_build_over_parse_wall": round(build.wall / parse.wall, 3),
         "ratio_target": TARGET_RATIO,
+        # each build next to the parse taken just before it: robust to the machine's speed drifting over time
+        "ratio_pairs_median": round(statistics.median(b.cpu / p.cpu for p, b in zip(parses, builds)), 3),
         "parse_cpu_runs": [round(t.cpu, 3) for t in parses],
         "build_cpu_runs": [round(t.cpu, 3) for t in builds],
         "nodes": len(graph.nodes),

@@ -24,9 +24,9 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from graph_planner.config.loader import load_run_config
-from graph_planner.env.types import Trajectory, Turn
-from graph_planner.training.local_trainer import LocalGRPOTrainer
+from graph_planner.config.loader import load_run_config  # noqa: E402  (after the sys.path line)
+from graph_planner.env.types import Trajectory, Turn  # noqa: E402  (after the sys.path line)
+from graph_planner.training.local_trainer import LocalGRPOTrainer  # noqa: E402  (after the sys.path line)
 
 
 class PromptTask:

@@ -215,3 +215,48 @@ def test_a_nested_function_shadows_a_module_function_only_in_its_scope():
     assert ("file:m.py", "fn:m.py::helper") in calls
     assert ("fn:m.py::outer", "fn:m.py::outer.helper") in calls
     assert ("fn:m.py::other", "fn:m.py::helper") in calls
+
+
+def test_parser_takes_calls_imports_and_definitions_from_code_only():
+    """Candidates are found in the source bytes; words in strings and comments, `def f(`, `class A(` and
+    `if (` must not count, and unusual but valid layouts must."""
+    source = '''"""Module doc: fake(call) and import nothing; def ghost(): pass"""
+import os  # import sys
+from .import (alpha,  # see the import-outside-toplevel note
+              beta)
+pattern = os.compile \\
+    (r"x")
+
+
+class Shape(Base):
+    """Call area(self) for the area."""
+
+    def __init__(self):
+        super().__init__()
+        if (self.ready):
+            self.log(f"{render(self)} # not_a_call(1)")
+
+    @cached(size=2)
+    async def area(self, x):
+        return helper (x)
+'''
+    parsed = parse_python(source.encode(), engine="tree-sitter")
+    names = {d.qualname for d in parsed.definitions}
+    assert {"Shape", "Shape.__init__", "Shape.area", "pattern"} <= names and "ghost" not in names
+    assert [(i.module, i.level, i.name) for i in parsed.imports] == [("os", 0, None), ("", 1, "alpha"),
+                                                                     ("", 1, "beta")]
+    callees = {name for _, name in parsed.calls}
+    assert callees == {"os.compile", "super", "super().__init__", "self.log", "render", "cached", "helper"}
+    assert len(parsed.calls) == len(set(parsed.calls))  # distinct (scope, callee) pairs
+    area = next(d for d in parsed.definitions if d.qualname == "Shape.area")
+    assert area.start_line == source.splitlines().index("    @cached(size=2)") + 1  # decorators included
+    ast_callees = {name for _, name in parse_python(source.encode(), engine="ast").calls}
+    assert ast_callees == callees
+
+
+def test_a_name_bound_three_times_on_one_line_gives_one_contains_edge_per_node():
+    graph = build_graph({"m.py": "_, _, _ = 1, 2, 3\n"}, "r", "c")  # ids `_`, `_@1`, `_@1`
+    edges = list(graph.edges())
+    assert len(edges) == len(set(edges))
+    assert {e.dst for e in edges if e.kind == EdgeKind.CONTAINS and e.src == "file:m.py"} == {
+        "attr:m.py::_", "attr:m.py::_@1"}

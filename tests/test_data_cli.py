@@ -7,11 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import datasets
 import pytest
 from test_data_rows import r2e_rows, verified_row, write_r2e_parquet, write_verified_jsonl
 from typer.testing import CliRunner
 
-import datasets
 from graph_planner.cli import app
 from graph_planner.data.io import read_task_records
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import datasets
 import pytest
 from test_data_rows import r2e_dataset, r2e_rows, verified_dataset, verified_row, write_r2e_parquet
 
-import datasets
 from graph_planner.data.sources.hf_loader import DataSourceError, hf_token, iter_rows, load_rows
 
 

@@ -6,10 +6,10 @@ import hashlib
 import json
 from pathlib import Path
 
+import datasets
 import pytest
 from test_data_rows import r2e_dataset, r2e_row, r2e_rows, verified_row, write_r2e_parquet, write_verified_jsonl
 
-import datasets
 from graph_planner.config.schema import DataConfig
 from graph_planner.data.io import read_task_records
 from graph_planner.data.prepare import PrepareError, prepare_datasets

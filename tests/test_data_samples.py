@@ -6,9 +6,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import datasets
 import pytest
 
-import datasets
 from graph_planner.config.schema import DataConfig
 from graph_planner.data.io import read_task_records
 from graph_planner.data.prepare import prepare_datasets

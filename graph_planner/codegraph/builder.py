@@ -203,7 +203,7 @@ def _add_python_file(graph: CodeGraph, path: str, text: str, data: bytes, engine
         contains.append(new_edge(Edge, (parent, node_id, _CONTAINS, True)))
     graph.file_nodes[path] = [fid, *def_ids]
     graph.imports[path] = parsed.imports
-    graph.set_owned_edges(path + "#contains", contains, distinct=True)
+    graph.set_owned_edges(path + "#contains", contains)
     graph.index_symbols(path)
 
 

@@ -71,15 +71,14 @@ class CodeGraph:
         self.nodes[REPO_ID] = Node(REPO_ID, NodeKind.REPO, repo, repo, "")
 
     # --- edges ------------------------------------------------------------------------------------------------
-    def set_owned_edges(self, owner: str, edges: Iterable[Edge], distinct: bool = False) -> None:
-        """Replace every edge `owner` contributed (a file's `path#contains` / `path#refs`, or the structure).
-        `distinct`: the caller's list holds no duplicates (containment edges), so it is stored as is."""
+    def set_owned_edges(self, owner: str, edges: Iterable[Edge]) -> None:
+        """Replace every edge `owner` contributed (a file's `path#contains` / `path#refs`, or the structure)."""
         out_index, in_index = self._out, self._in
         for edge in self._owned.pop(owner, ()):
             out_index.get(edge.src, {}).pop(edge, None)
             if edge.resolved:
                 in_index.get(edge.dst, {}).pop(edge, None)
-        unique = edges if distinct and isinstance(edges, list) else list(dict.fromkeys(edges))
+        unique = list(dict.fromkeys(edges))
         if unique:
             self._owned[owner] = unique
         bucket_src, bucket = None, None

@@ -12,6 +12,7 @@ import bisect
 import keyword
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -64,7 +65,8 @@ class ImportStmt:
 class ParsedModule:
     definitions: list[Definition] = field(default_factory=list)
     imports: list[ImportStmt] = field(default_factory=list)
-    #: (index of the enclosing definition or -1, callee as a dotted name such as `self.save` or `os.path.join`)
+    #: distinct (index of the enclosing definition or -1, callee as a dotted name such as `self.save` or
+    #: `os.path.join`), in order of first appearance
     calls: list[tuple[int, str]] = field(default_factory=list)
     doc_head: str = ""
     engine: str = "tree-sitter"
@@ -106,12 +108,12 @@ def _callee(text: str) -> str | None:
     return None
 
 
-def _assemble(defs: list[Definition], attrs: list[tuple[int, Definition]], calls: list[tuple[int, str]],
-              imports: list[ImportStmt], doc: str, engine: str) -> ParsedModule:
-    """Give every definition (in place) its parent and qualname, and every attribute/call its enclosing scope.
+def _nest(defs: list[Definition]) -> Callable[[int], int]:
+    """Sort the definitions by position and give each (in place) its parent and qualname; return `scope_of`,
+    the index of the innermost definition around a byte offset (-1: module level).
 
-    Scopes nest properly, so the innermost scope around a byte offset is the last scope starting before it or
-    one of that scope's ancestors: one bisect plus a short walk up, no per-node tree traversal in Python.
+    Scopes nest properly, so the innermost scope around an offset is the last scope starting before it or one
+    of that scope's ancestors: one bisect plus a short walk up, no per-node tree traversal in Python.
     """
     defs.sort(key=lambda d: d.start)
     starts = [d.start for d in defs]
@@ -132,15 +134,21 @@ def _assemble(defs: list[Definition], attrs: list[tuple[int, Definition]], calls
             index = parents[index]
         return index
 
+    return scope_of
+
+
+def _assemble(defs: list[Definition], scope_of: Callable[[int], int], attrs: list[tuple[int, Definition]],
+              calls: list[tuple[int, str]], imports: list[ImportStmt], doc: str, engine: str) -> ParsedModule:
+    """Give every attribute its enclosing scope and qualname; `defs` went through `_nest`, `calls` are the
+    distinct (scope, callee) pairs in order of first appearance."""
     out = list(defs)
     for offset, attribute in sorted(attrs, key=lambda item: (item[0], item[1].name)):
         parent = scope_of(offset)
         attribute.parent = parent
         attribute.qualname = f"{defs[parent].qualname}.{attribute.name}" if parent >= 0 else attribute.name
         out.append(attribute)
-    scoped_calls = [(scope_of(offset), name) for offset, name in calls]
     imports.sort(key=lambda stmt: stmt.line)
-    return ParsedModule(out, imports, scoped_calls, doc, engine)
+    return ParsedModule(out, imports, calls, doc, engine)
 
 
 # --- tree-sitter engine ---------------------------------------------------------------------------------------
@@ -242,35 +250,46 @@ class _TreeSitterPython:
                 statement = node.parent
                 if statement is not None and statement.kind_id in self._import_kinds:
                     imports.extend(self._imports(statement, text))
-        return _assemble(defs, attrs, self._calls(source, node_at), imports, self._module_docstring(root, text),
-                         "tree-sitter")
+        scope_of = _nest(defs)
+        return _assemble(defs, scope_of, attrs, self._calls(source, node_at, scope_of), imports,
+                         self._module_docstring(root, text), "tree-sitter")
 
-    def _calls(self, source: bytes, node_at) -> list[tuple[int, str]]:
-        """(offset, callee) of every call whose callee is a plain dotted name, ordered by offset."""
+    def _calls(self, source: bytes, node_at, scope_of: Callable[[int], int]) -> list[tuple[int, str]]:
+        """Distinct (scope, callee) of the calls whose callee is a plain dotted name, in order of appearance.
+
+        A candidate whose (scope, callee) is already known needs no lookup on the tree (a third of all calls:
+        `self.assertEqual` over and over)."""
         callees = self.callees
         if len(callees) > _MAX_CACHED_CALLEES:
             callees.clear()
         call_kind = self._call_kind
         size = len(source)
+        seen: set[tuple[int, str]] = set()
         calls: list[tuple[int, str]] = []
-        for match in _CALL_PAREN_REVERSED.finditer(source[::-1]):
-            run = match.group(1)
+        # matched from the end of the file backwards: reversed, they come in source order (a callee ends right
+        # before its own `(`, so ordering by `(` orders by callee; `super` comes before its `super().f`)
+        matches = [(match.start(), match.end(1), match.group(1))
+                   for match in _CALL_PAREN_REVERSED.finditer(source[::-1])]
+        for paren_end, run_end, run in reversed(matches):
             try:
                 name = callees[run]
             except KeyError:
                 name = callees[run] = _callee_from_reversed(run)
             if name is None:
                 continue
-            start = size - match.end(1)
+            start = size - run_end
             if name[0] == "s" and name.startswith("super()."):
                 if source[start - 7:start] != b"super()":
                     continue
                 start -= 7
+            key = (scope_of(start), name)
+            if key in seen:
+                continue
             # the smallest node spanning the callee and its `(` is a call starting at the callee, or no call
-            node = node_at(start, size - match.start())
+            node = node_at(start, size - paren_end)
             if node.kind_id == call_kind and node.start_byte == start:
-                calls.append((start, name))
-        calls.sort()  # by offset; the name orders `super().f` and its `super` (same offset) deterministically
+                seen.add(key)
+                calls.append(key)
         return calls
 
     def _attributes(self, block, source: bytes, text, attrs: list[tuple[int, Definition]]) -> None:
@@ -318,7 +337,8 @@ class _TreeSitterPython:
         # decorators start a definition's line span
         first_row = (parent if parent is not None and parent.kind_id == self._decorated_kind
                      else node).start_point[0]
-        header_end = body.start_byte if body is not None else node.end_byte
+        body_start = body.start_byte if body is not None else -1
+        header_end = body_start if body is not None else node.end_byte
         signature = _clean_header(source[start:header_end].decode("utf-8", "replace"))
         if node.kind_id == self._class_kind:
             kind = _CLASS
@@ -337,11 +357,12 @@ class _TreeSitterPython:
             kind = _FUNCTION
             base_names = ()
         doc = ""
-        if body is not None and _may_start_string(source, body.start_byte):  # the string starting the body
-            first = body.named_child(0) if body.named_child_count else None
+        lead = source[body_start] if 0 <= body_start < len(source) else 0  # a docstring starts the body
+        if lead in _QUOTES or (lead in _STRING_PREFIXES and _may_start_string(source, body_start)):
+            first = body.named_child(0) if body.named_child_count else None  # type: ignore[union-attr]
             if first is not None and first.kind_id == self._expression_statement:
                 literal = first.named_child(0)
-                if literal is not None and literal.kind_id == self._string and literal.start_byte == body.start_byte:
+                if literal is not None and literal.kind_id == self._string and literal.start_byte == body_start:
                     doc = self._literal_doc(literal, text)
         return Definition(kind, text(name_node) if name_node is not None else "?", "", first_row + 1,
                           node.end_point[0] + 1, signature, doc, -1, base_names, start, node.end_byte)
@@ -495,7 +516,9 @@ def _parse_with_ast(source: bytes) -> ParsedModule:
                 imports.append(ImportStmt(node.module or "", node.level, alias.name, alias.asname or alias.name,
                                           node.lineno))
     calls.sort(key=lambda item: item[0])
-    return _assemble(defs, attrs, calls, imports, docstring(tree.body), "ast")
+    scope_of = _nest(defs)
+    scoped_calls = list(dict.fromkeys((scope_of(offset), name) for offset, name in calls))
+    return _assemble(defs, scope_of, attrs, scoped_calls, imports, docstring(tree.body), "ast")
 
 
 # --- entry point ----------------------------------------------------------------------------------------------

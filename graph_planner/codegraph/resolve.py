@@ -79,7 +79,7 @@ class _Frame:
             (only,) = self.subs.values()
             if self.deps.issubset(only):
                 return only
-        return frozenset(self.deps.union(*self.subs.values()))
+        return frozenset(self.deps).union(*self.subs.values())  # one copy: the union is built as a frozenset
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from graph_planner.data.gitrepo import GitError, head_commit, init_deterministic
 
 if TYPE_CHECKING:
     import docker
+
     from graph_planner.data.record import BuildSpec, TaskRecord
 
 log = logging.getLogger(__name__)
