@@ -276,7 +276,12 @@ class Resolver:
 
     def bases(self, class_id: str) -> list[Edge]:
         """`extends` edges of a class (resolved to CLASS nodes, else kept as the written name)."""
-        return self._memoised(("b", class_id), lambda: self._bases(class_id))
+        key = ("b", class_id)
+        hit = self._memo.get(key)  # the common case, without building a closure
+        if hit is not None:
+            self._reuse(hit[1])
+            return hit[0]  # type: ignore[return-value]
+        return self._memoised(key, lambda: self._bases(class_id))
 
     def _bases(self, class_id: str) -> list[Edge]:
         node = self.graph.nodes[class_id]
@@ -389,8 +394,8 @@ class Resolver:
         """`lookup_file` for the file being resolved: its own definitions are read directly, untracked (a change
         to them re-resolves this file anyway); imports go through the memoised, tracked lookups."""
         head = own_symbols.get(parts[0])
-        if head is None:
-            head = self.lookup_name(path, parts[0])
+        if head is None:  # not memoised: the file's own lookups rarely repeat (its callees are cached per file)
+            head = self._lookup_name(path, parts[0])
         if head is None or len(parts) == 1:
             return head
         return self.walk(head, parts[1:])
