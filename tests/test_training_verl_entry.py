@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pyarrow as pa
@@ -119,5 +120,8 @@ def test_unreachable_cluster_is_refused_with_the_address(tmp_path, caplog):
 
     config = load_run_config(None, {"training.backend": "verl", "resources.ray_address": "http://127.0.0.1:1",
                                     "logging.output_dir": str(tmp_path)})
+    logger = logging.getLogger("graph_planner.training.ray_job")
+    state = f"disabled={logger.disabled} propagate={logger.propagate} level={logger.level}"  # seen flaky once
+    caplog.set_level(logging.INFO, logger=logger.name)
     assert submit_training_job(config, ["--config-file", "x.yaml"]) == EXIT_REFUSED
-    assert "cannot reach the Ray dashboard at http://127.0.0.1:1" in caplog.text
+    assert "cannot reach the Ray dashboard at http://127.0.0.1:1" in caplog.text, (state, caplog.text)
