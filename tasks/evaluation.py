@@ -44,7 +44,7 @@ def evaluate(config_file: str, model: str | None = None) -> str:
     transaction = get_transaction()
     fingerprint = (transaction.key if transaction and transaction.key else "uncached")[:16]
     assert config.resolved_run_dir is not None
-    config = config.model_copy(update={"resolved_run_dir": str(Path(config.resolved_run_dir) / "evals" / fingerprint)})
+    eval_dir = Path(config.resolved_run_dir) / "evals" / fingerprint / "eval"
     bar = ProgressArtifact("eval-progress", f"tasks evaluated ({config.run_name})")
     logger = get_run_logger()
 
@@ -53,7 +53,7 @@ def evaluate(config_file: str, model: str | None = None) -> str:
         logger.info("%s: %s (%s, %d steps)", result.instance_id, "resolved" if result.resolved else "unresolved",
                     result.category, result.steps)
 
-    outcome = evaluate_dataset(config, on_result=on_result)
+    outcome = evaluate_dataset(config, on_result=on_result, run_dir=eval_dir)
     bar.update(1, 1)
     logger.info("resolved %s/%s -> %s", outcome.summary["resolved"], outcome.summary["total_tasks"],
                 outcome.report_path)

@@ -86,15 +86,19 @@ def official_harness(config: RunConfig, tasks: list[TaskRecord], run_dir: Path,
 
 
 def evaluate_dataset(config: RunConfig, dataset: str | Path | None = None, console: Console | None = None,
-                     on_result: Callable[[TaskResult, int, int], None] | None = None) -> EvalOutcome:
-    """Run the configured policy over a prepared split; resumable on the same run dir."""
+                     on_result: Callable[[TaskResult, int, int], None] | None = None,
+                     run_dir: str | Path | None = None) -> EvalOutcome:
+    """Run the configured policy over a prepared split; resumable on the same run dir.
+
+    `run_dir`: where predictions, results and the report go (default `<run dir>/eval`); the Prefect task gives
+    each cache key its own directory."""
     from graph_planner.eval.episode import build_episode_fn
 
     dataset = dataset or config.paths.dataset_eval
     if not dataset:
         raise ValueError("no eval dataset: set paths.dataset_eval or pass --dataset")
     tasks, dataset_dir = load_eval_tasks(dataset, config.eval.limit)
-    run_dir = eval_run_dir(config)
+    run_dir = Path(run_dir) if run_dir is not None else eval_run_dir(config)
     run_id = f"eval-{config.run_name}-{uuid.uuid4().hex[:6]}"
     _reap_dead_runs(config, tasks)
     if config.eval.executor == "ray":
