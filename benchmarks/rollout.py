@@ -14,11 +14,9 @@ import time
 from pathlib import Path
 
 from graph_planner.config import load_run_config
-from graph_planner.data.prepare import prepare_datasets
+from graph_planner.env.samples import LOCAL_DEBUG_CONFIG, prepare_bundled_samples
 from graph_planner.eval.episode import build_episode_fn
 from graph_planner.eval.runner import iter_local
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> None:
@@ -28,15 +26,11 @@ def main() -> None:
     parser.add_argument("--synthesizer", default="gold", help="gold exercises apply+tests; none skips them")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = load_run_config(ROOT / "configs/experiments/local_debug.yaml", {
-            "data.r2e_dataset": str(ROOT / "datasets/sample/r2e/train.jsonl"),
-            "data.swebench_dataset": str(ROOT / "datasets/sample/swebench/test.jsonl"),
-            "data.repos_dir": str(ROOT / "datasets/sample/repos"),
+        cfg = load_run_config(LOCAL_DEBUG_CONFIG, {
             "backends.planner_backend": "rule", "backends.cgm_backend": args.synthesizer,
             "paths.cache_dir": str(Path(tmp) / "cache"), "logging.output_dir": tmp,
         })
-        prepare_datasets(cfg.data, out_dir=Path(tmp) / "prepared")
-        dataset_dir = Path(tmp) / "prepared" / "swebench"
+        dataset_dir = prepare_bundled_samples(Path(tmp) / "prepared") / "swebench"
         from graph_planner.data.io import read_task_records
 
         tasks = read_task_records(dataset_dir / "test.jsonl")

@@ -15,7 +15,7 @@ from docker_fixtures import base_image, docker_client  # noqa: F401 - pytest fix
 from graph_planner.config import load_run_config
 from graph_planner.data.gitrepo import init_deterministic_repo
 from graph_planner.data.io import read_task_records
-from graph_planner.data.prepare import prepare_datasets
+from graph_planner.env.samples import prepare_bundled_samples
 from graph_planner.eval.harness import harness_rows, run_swebench_harness
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,14 +25,7 @@ LOCAL_DEBUG = ROOT / "configs/experiments/local_debug.yaml"
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory) -> Path:
     """The bundled samples prepared as `gp data prepare -c local_debug.yaml` does; returns the prepared root."""
-    out = tmp_path_factory.mktemp("prepared")
-    cfg = load_run_config(LOCAL_DEBUG, {
-        "data.r2e_dataset": str(ROOT / "datasets/sample/r2e/train.jsonl"),
-        "data.swebench_dataset": str(ROOT / "datasets/sample/swebench/test.jsonl"),
-        "data.repos_dir": str(ROOT / "datasets/sample/repos"),
-    })
-    prepare_datasets(cfg.data, out_dir=out)
-    return out
+    return prepare_bundled_samples(tmp_path_factory.mktemp("prepared"))
 
 
 def swebench_tasks(prepared: Path, n: int = 2):

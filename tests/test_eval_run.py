@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from graph_planner.config import load_run_config
-from graph_planner.data.prepare import prepare_datasets
+from graph_planner.env.samples import prepare_bundled_samples
 from graph_planner.eval.api import evaluate_dataset
 from graph_planner.eval.results import ResultsStore, TaskResult
 
@@ -24,14 +24,7 @@ LOCAL_DEBUG = ROOT / "configs/experiments/local_debug.yaml"
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory) -> Path:
     """The bundled samples prepared exactly as `gp data prepare -c local_debug.yaml` does, in a temp dir."""
-    out = tmp_path_factory.mktemp("prepared")
-    cfg = load_run_config(LOCAL_DEBUG, {
-        "data.r2e_dataset": str(ROOT / "datasets/sample/r2e/train.jsonl"),
-        "data.swebench_dataset": str(ROOT / "datasets/sample/swebench/test.jsonl"),
-        "data.repos_dir": str(ROOT / "datasets/sample/repos"),
-    })
-    prepare_datasets(cfg.data, out_dir=out)
-    return out / "swebench" / "test.jsonl"
+    return prepare_bundled_samples(tmp_path_factory.mktemp("prepared")) / "swebench" / "test.jsonl"
 
 
 def rule_config(tmp_path: Path, synthesizer: str, limit: int, **extra):

@@ -11,6 +11,7 @@ from typing import Literal
 from graph_planner.data.record import TaskRecord
 
 SAMPLE_DIR = Path(__file__).resolve().parents[2] / "datasets" / "sample"
+LOCAL_DEBUG_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "experiments" / "local_debug.yaml"
 SampleShape = Literal["swebench", "r2e"]
 _ROWS = {"swebench": ("swebench/test.jsonl", "test"), "r2e": ("r2e/train.jsonl", "train")}
 
@@ -45,3 +46,19 @@ def sample_task(task_id: str, shape: SampleShape = "swebench", sample_dir: str |
         if task.task_id == task_id:
             return task
     raise KeyError(f"no {shape} sample task {task_id!r}; available: {', '.join(t.task_id for t in tasks)}")
+
+
+def prepare_bundled_samples(out_dir: str | Path) -> Path:
+    """The bundled samples prepared as `gp data prepare -c configs/experiments/local_debug.yaml` does (the
+    embedded default's data section, with paths anchored at the repository); returns `out_dir`, which then holds
+    `swebench/test.jsonl`, `r2e_gym/train.jsonl`... For tests and benchmarks that need prepared splits."""
+    from graph_planner.config import load_run_config
+    from graph_planner.data.prepare import prepare_datasets
+
+    config = load_run_config(LOCAL_DEBUG_CONFIG, {
+        "data.r2e_dataset": str(SAMPLE_DIR / "r2e" / "train.jsonl"),
+        "data.swebench_dataset": str(SAMPLE_DIR / "swebench" / "test.jsonl"),
+        "data.repos_dir": str(SAMPLE_DIR / "repos"),
+    })
+    prepare_datasets(config.data, out_dir=Path(out_dir))
+    return Path(out_dir)
