@@ -158,7 +158,7 @@ def _assemble(defs: list[Definition], scope_of: Callable[[int], int], attrs: lis
 # `descendant_for_byte_range` lookup: words inside strings and comments, `def f(` or `if (` are rejected by node
 # kind, so the result is exactly what a full walk would find.
 
-_DEF_KEYWORDS = (re.compile(rb"def[ \t]+[A-Za-z_]"), re.compile(rb"class[ \t]+[A-Za-z_]"))
+_DEF_KEYWORDS = (re.compile(rb"def[ \t]+([A-Za-z_]\w*)"), re.compile(rb"class[ \t]+([A-Za-z_]\w*)"))
 _IMPORT_KEYWORD = re.compile(rb"import(?![\w.])")
 # on the reversed source: `(`, optional whitespace, then the callee's run of name characters and dots (reversed),
 # unless `def`/`class` precede it. The whitespace may hold a line continuation (`re.compile \\` + newline + `(`).
@@ -231,15 +231,25 @@ class _TreeSitterPython:
 
         attrs: list[tuple[int, Definition]] = []
         self._attributes(root, source, text, attrs)  # module level
-        defs: list[Definition] = []
+        found: list[tuple[int, object, str | None]] = []
+        size = len(source)
         for pattern in _DEF_KEYWORDS:  # the smallest node spanning `def name` is the definition itself
             for match in pattern.finditer(source):
-                start = match.start()
+                start, end = match.span()
                 if start and source[start - 1] in _WORD_BYTES:
                     continue
-                node = node_at(start, match.end())
-                if node.kind_id in self._def_kinds:
-                    defs.append(self._definition(node, source, text, attrs))
+                node = node_at(start, end)
+                if node.kind_id in self._def_kinds:  # the name, unless it goes on in non-ASCII letters
+                    name = match.group(1).decode("ascii") if end == size or source[end] < 0x80 else None
+                    found.append((node.start_byte, node, name))
+        found.sort(key=lambda item: item[0])
+        defs: list[Definition] = []
+        previous = 0
+        for start, node, name in found:
+            # decorators sit between the previous definition and this one: without an `@` there, no parent lookup
+            maybe_decorated = source.find(b"@", previous, start) >= 0
+            defs.append(self._definition(node, source, text, attrs, name, maybe_decorated))
+            previous = start
         imports: list[ImportStmt] = []
         for match in _IMPORT_KEYWORD.finditer(source):  # the `import` keyword token, child of its statement
             start = match.start()
@@ -329,11 +339,11 @@ class _TreeSitterPython:
                 return ""
         return ""
 
-    def _definition(self, node, source: bytes, text, attrs: list[tuple[int, Definition]]) -> Definition:
+    def _definition(self, node, source: bytes, text, attrs: list[tuple[int, Definition]], name: str | None,
+                    maybe_decorated: bool) -> Definition:
         body = node.child_by_field_name("body")
-        name_node = node.child_by_field_name("name")
         start = node.start_byte
-        parent = node.parent
+        parent = node.parent if maybe_decorated else None
         # decorators start a definition's line span
         first_row = (parent if parent is not None and parent.kind_id == self._decorated_kind
                      else node).start_point[0]
@@ -364,7 +374,10 @@ class _TreeSitterPython:
                 literal = first.named_child(0)
                 if literal is not None and literal.kind_id == self._string and literal.start_byte == body_start:
                     doc = self._literal_doc(literal, text)
-        return Definition(kind, text(name_node) if name_node is not None else "?", "", first_row + 1,
+        if name is None:
+            name_node = node.child_by_field_name("name")
+            name = text(name_node) if name_node is not None else "?"
+        return Definition(kind, name, "", first_row + 1,
                           node.end_point[0] + 1, signature, doc, -1, base_names, start, node.end_byte)
 
     def _assigned_names(self, assignment, text) -> list[str]:
