@@ -22,6 +22,7 @@ _BUILTINS = frozenset(dir(builtins))
 _CLASS, _FUNCTION, _FILE = NodeKind.CLASS, NodeKind.FUNCTION, NodeKind.FILE
 _CALL_TARGETS = frozenset({NodeKind.FUNCTION, NodeKind.CLASS, NodeKind.ATTRIBUTE})
 _CALLS, _EXTENDS, _IMPORTS = EdgeKind.CALLS, EdgeKind.EXTENDS, EdgeKind.IMPORTS
+_METHOD_HEADS = ("self", "cls", "super()")  # calls resolved through the enclosing class
 T = TypeVar("T")
 
 # --- dependency keys: what a lookup consulted, coarse enough to stay small --------------------------------------
@@ -362,14 +363,14 @@ class Resolver:
         edges: list[Edge] = []
         owners: dict[int, str | None] = {}  # scope index -> enclosing class id
         new_edge = tuple.__new__  # Edge(...) runs a Python-level __new__; this is the same tuple, built in C
-        for scope_index, callee in dict.fromkeys(parsed.calls):
+        for scope_index, callee in parsed.calls:  # distinct (scope, callee) pairs, as the parser gives them
             src = def_ids[scope_index] if scope_index >= 0 else src_file
             if callee in module_level:
                 target = module_level[callee]
             else:
                 parts = tuple(callee.split("."))
                 head = parts[0]
-                if head in ("self", "cls", "super()"):
+                if head in _METHOD_HEADS:
                     if scope_index not in owners:
                         owners[scope_index] = self._enclosing_class(scope_index, parsed, def_ids)
                     target = self._resolve_method_call(parts, owners[scope_index])
@@ -377,12 +378,10 @@ class Resolver:
                     target = self.resolve_in_scope(path, nodes[src].qualname, parts)
                 else:  # own scopes cannot change without re-resolving this file: go straight to module level
                     target = self._lookup_own(path, own_symbols, parts)
-                    if target is not None and nodes[target].kind not in _CALL_TARGETS:
-                        target = None
-                    if head not in nested:  # the same answer in every scope of the file
-                        module_level[callee] = target
                 if target is not None and nodes[target].kind not in _CALL_TARGETS:
                     target = None
+                if head not in nested and head not in _METHOD_HEADS:  # the same answer in every scope
+                    module_level[callee] = target
             if target is not None:
                 if target != src:
                     edges.append(new_edge(Edge, (src, target, _CALLS, True)))
