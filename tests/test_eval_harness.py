@@ -15,11 +15,8 @@ from docker_fixtures import base_image, docker_client  # noqa: F401 - pytest fix
 from graph_planner.config import load_run_config
 from graph_planner.data.gitrepo import init_deterministic_repo
 from graph_planner.data.io import read_task_records
-from graph_planner.env.samples import prepare_bundled_samples
+from graph_planner.env.samples import LOCAL_DEBUG_CONFIG, prepare_bundled_samples
 from graph_planner.eval.harness import harness_rows, run_swebench_harness
-
-ROOT = Path(__file__).resolve().parents[1]
-LOCAL_DEBUG = ROOT / "configs/experiments/local_debug.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +114,7 @@ def test_report_shows_our_numbers_and_the_official_harness(prepared, tmp_path, d
     assert all(b.status in ("built", "cached") for b in builds), [b.reason for b in builds]
 
     def run(synthesizer: str) -> dict:
-        cfg = load_run_config(LOCAL_DEBUG, {
+        cfg = load_run_config(LOCAL_DEBUG_CONFIG, {
             "logging.output_dir": str(tmp_path), "experiment.run_name": f"harness-{synthesizer}",
             "backends.planner_backend": "rule", "backends.cgm_backend": synthesizer, "backends.sandbox": "local",
             "eval.limit": 2, "eval.batch_size": 2, "eval.use_swebench_harness": True,

@@ -13,12 +13,11 @@ from pathlib import Path
 import pytest
 
 from graph_planner.config import load_run_config
-from graph_planner.env.samples import prepare_bundled_samples
+from graph_planner.env.samples import LOCAL_DEBUG_CONFIG, prepare_bundled_samples
 from graph_planner.eval.api import evaluate_dataset
 from graph_planner.eval.results import ResultsStore, TaskResult
 
 ROOT = Path(__file__).resolve().parents[1]
-LOCAL_DEBUG = ROOT / "configs/experiments/local_debug.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +30,7 @@ def rule_config(tmp_path: Path, synthesizer: str, limit: int, **extra):
     overrides = {"logging.output_dir": str(tmp_path), "experiment.run_name": f"ev-{synthesizer}",
                  "backends.planner_backend": "rule", "backends.cgm_backend": synthesizer, "eval.limit": limit,
                  "eval.batch_size": 2, "paths.cache_dir": str(tmp_path / "cache"), **extra}
-    return load_run_config(LOCAL_DEBUG, overrides, write=True)
+    return load_run_config(LOCAL_DEBUG_CONFIG, overrides, write=True)
 
 
 def test_eval_writes_predictions_results_report_and_plots(tmp_path, prepared):
@@ -77,7 +76,8 @@ def test_results_store_drops_torn_line_and_retries_errors(tmp_path):
 
 @pytest.mark.slow
 def test_eval_killed_with_sigkill_resumes_without_loss_or_duplicates(tmp_path, prepared):
-    args = [sys.executable, "-m", "graph_planner.cli", "eval", "-c", str(LOCAL_DEBUG), "--dataset", str(prepared),
+    args = [sys.executable, "-m", "graph_planner.cli", "eval", "-c", str(LOCAL_DEBUG_CONFIG),
+            "--dataset", str(prepared),
             "--limit", "4", "--batch-size", "1", "--run-name", "killed", "--output-dir", str(tmp_path),
             "--set", "backends.planner_backend=rule", "--set", "backends.cgm_backend=gold",
             "--set", f"paths.cache_dir={tmp_path / 'cache'}"]

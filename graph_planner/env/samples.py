@@ -10,8 +10,9 @@ from typing import Literal
 
 from graph_planner.data.record import TaskRecord
 
-SAMPLE_DIR = Path(__file__).resolve().parents[2] / "datasets" / "sample"
-LOCAL_DEBUG_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "experiments" / "local_debug.yaml"
+_REPO_ROOT = Path(__file__).resolve().parents[2]
+SAMPLE_DIR = _REPO_ROOT / "datasets" / "sample"
+LOCAL_DEBUG_CONFIG = _REPO_ROOT / "configs" / "experiments" / "local_debug.yaml"
 SampleShape = Literal["swebench", "r2e"]
 _ROWS = {"swebench": ("swebench/test.jsonl", "test"), "r2e": ("r2e/train.jsonl", "train")}
 
