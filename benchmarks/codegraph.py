@@ -25,7 +25,7 @@ import tree_sitter
 import tree_sitter_python
 from typing_extensions import Self
 
-from graph_planner.codegraph import build_graph, find, load_files_from_dir
+from graph_planner.codegraph import apply_changes, build_graph, find, load_files_from_dir
 from graph_planner.codegraph.schema import EdgeKind
 
 TARGET_RATIO = 2.0
@@ -118,7 +118,7 @@ def measure(name: str, version: str, files: dict[str, bytes], patch_path: str, v
     for label, new_function in (("body_edit", False), ("new_function", True)):
         change = one_file_patch(files, patch_path, new_function)
         with Timer() as update:
-            report = graph.update_files(change)
+            report = apply_changes(graph, change)
         current.update(change)
         result[f"update_{label}_s"] = round(update.wall, 3)
         result[f"update_{label}_cpu_s"] = round(update.cpu, 3)

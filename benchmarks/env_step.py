@@ -18,7 +18,9 @@ from typing import Any
 
 from graph_planner.codegraph import GraphCache
 from graph_planner.config.schema import RunConfig
-from graph_planner.env.actions import (
+from graph_planner.env.planner_env import PlannerEnv
+from graph_planner.env.samples import sample_task
+from graph_planner.episode.actions import (
     ActionBase,
     ExploreExpand,
     ExploreFind,
@@ -28,8 +30,6 @@ from graph_planner.env.actions import (
     Read,
     Repair,
 )
-from graph_planner.env.planner_env import PlannerEnv
-from graph_planner.env.samples import sample_task
 from graph_planner.models.synthesizers import GoldSynthesizer
 from graph_planner.sandbox.factory import make_sandbox
 

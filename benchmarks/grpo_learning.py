@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from graph_planner.config.loader import load_run_config  # noqa: E402  (after the sys.path line)
-from graph_planner.env.types import Trajectory, Turn  # noqa: E402  (after the sys.path line)
+from graph_planner.episode.turns import Trajectory, Turn  # noqa: E402  (after the sys.path line)
 from graph_planner.training.local_trainer import LocalGRPOTrainer  # noqa: E402  (after the sys.path line)
 
 

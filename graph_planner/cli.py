@@ -85,7 +85,7 @@ def preflight_cmd(
 
 # --- sub-command groups (one line each; modules own their commands) ---------------------------------------
 # (helpers register their typer sub-apps / commands below this line)
-from graph_planner.grading.commands import validate_tasks_cmd  # noqa: E402
+from graph_planner.validation.commands import validate_tasks_cmd  # noqa: E402
 
 app.command("validate-tasks")(validate_tasks_cmd)
 from graph_planner.data.commands import data_app  # noqa: E402

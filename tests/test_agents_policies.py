@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from graph_planner.agents.episode import run_episode
 from graph_planner.agents.factory import make_policy
 from graph_planner.agents.model_policy import ModelPolicy
-from graph_planner.agents.protocol import system_prompt
 from graph_planner.agents.rule_policy import RulePolicy, SynthesizerOnlyPolicy, issue_queries
 from graph_planner.codegraph import GraphCache
 from graph_planner.config.schema import RunConfig
-from graph_planner.env.actions import MemoryCommit, Submit
+from graph_planner.env.episode import run_episode
 from graph_planner.env.planner_env import PlannerEnv
 from graph_planner.env.samples import load_sample_tasks, sample_task
-from graph_planner.env.types import Turn
+from graph_planner.episode.actions import MemoryCommit, Submit
+from graph_planner.episode.turns import Turn
+from graph_planner.episode.wire import system_prompt
 from graph_planner.models.chat import ChatResponse
 from graph_planner.models.synthesizers import NoSynthesizer
 from graph_planner.sandbox.factory import make_sandbox

@@ -6,15 +6,7 @@ import json
 
 import pytest
 
-from graph_planner.agents.protocol import (
-    ActionParseError,
-    parse_action,
-    parse_action_detailed,
-    render_action,
-    render_tool_call,
-    system_prompt,
-)
-from graph_planner.env.actions import (
+from graph_planner.episode.actions import (
     ACTION_NAMES,
     ExploreExpand,
     ExploreFind,
@@ -28,6 +20,14 @@ from graph_planner.env.actions import (
     action_from_dict,
     action_to_dict,
     action_tool_schemas,
+)
+from graph_planner.episode.wire import (
+    ActionParseError,
+    parse_action,
+    parse_action_detailed,
+    render_action,
+    render_tool_call,
+    system_prompt,
 )
 
 ALL_ACTIONS = [

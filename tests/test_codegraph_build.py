@@ -8,7 +8,7 @@ import pytest
 from test_codegraph_fixtures import BASE, SHAPES, UTIL, line_of, package_files
 
 from graph_planner.codegraph import parser as parser_module
-from graph_planner.codegraph.builder import build_graph
+from graph_planner.codegraph.builder import apply_changes, build_graph
 from graph_planner.codegraph.graph import CodeGraph
 from graph_planner.codegraph.parser import parse_python
 from graph_planner.codegraph.schema import REPO_ID, Edge, EdgeKind, NodeKind
@@ -146,7 +146,7 @@ def test_incremental_update_equals_a_full_rebuild_after_edits_adds_and_deletes()
         "pkg/util.py": None,  # deleted: clamp/fmt calls and the util imports become unresolved
         "README.md": "# Shapes v2\n",
     }
-    report = graph.update_files(changes)
+    report = apply_changes(graph, changes)
     after = {**before, **{p: c for p, c in changes.items() if c is not None}}
     del after["pkg/util.py"]
     rebuilt = build_graph(after, "acme/shapes", "c0ffee")
@@ -162,7 +162,7 @@ def test_incremental_update_after_json_round_trip_and_package_layout_change():
     before = package_files()
     graph = CodeGraph.from_json(json.loads(json.dumps(build_graph(before, "acme/shapes", "c0ffee").to_json())))
     changes = {"pkg/sub/__init__.py": None, "tests/__init__.py": ""}  # pkg.sub stops being a package
-    report = graph.update_files(changes)
+    report = apply_changes(graph, changes)
     after = {**before, "tests/__init__.py": ""}
     del after["pkg/sub/__init__.py"]
     assert report.structure_changed
@@ -186,13 +186,13 @@ def test_json_from_another_builder_version_is_refused(graph):
 
 def test_body_only_edit_re_resolves_only_the_edited_file():
     graph = build_graph(package_files(), "acme/shapes", "c0ffee")
-    report = graph.update_files({"pkg/base.py": BASE.replace("return self.name.upper()", "return self.name")})
+    report = apply_changes(graph, {"pkg/base.py": BASE.replace("return self.name.upper()", "return self.name")})
     assert report.reresolved == ["pkg/base.py"]
 
 
 def test_interface_change_re_resolves_only_the_files_that_consulted_the_file():
     graph = build_graph(package_files(), "acme/shapes", "c0ffee")
-    report = graph.update_files({"pkg/util.py": UTIL + "\n\ndef extra():\n    return 0\n"})
+    report = apply_changes(graph, {"pkg/util.py": UTIL + "\n\ndef extra():\n    return 0\n"})
     assert report.reresolved == ["pkg/shapes.py", "pkg/util.py"]
 
 
@@ -202,7 +202,7 @@ def test_new_name_reached_through_a_star_import_is_picked_up_incrementally():
     graph = build_graph(files, "r", "c")
     assert ("fn:app.py::main", "new", False) in {(e.src, e.dst, e.resolved) for e in graph.edges()}
     changed = {"lib/api.py": "def old():\n    pass\n\n\ndef new():\n    pass\n"}
-    report = graph.update_files(changed)
+    report = apply_changes(graph, changed)
     assert "app.py" in report.reresolved
     assert ("fn:app.py::main", "fn:lib/api.py::new", True) in {(e.src, e.dst, e.resolved) for e in graph.edges()}
     assert _canonical(graph) == _canonical(build_graph({**files, **changed}, "r", "c"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from test_codegraph_fixtures import SHAPES, line_of, package_files
 
-from graph_planner.codegraph.builder import build_graph
+from graph_planner.codegraph.builder import apply_changes, build_graph
 from graph_planner.codegraph.graph import CodeGraph, UnknownNodeError
 from graph_planner.codegraph.linearize import count_tokens, linearize, to_cgm_payload
 from graph_planner.codegraph.query import expand, find, read
@@ -159,6 +159,6 @@ def test_cgm_payload_has_cgm_fields_the_contains_path_and_edges(graph):
 def test_find_sees_names_added_by_an_incremental_update():
     graph = build_graph(package_files(), "acme/shapes", "c0ffee")
     assert find(graph, "symbol:rescale") == []
-    graph.update_files({"pkg/util.py": "def rescale(x):\n    return x * 2\n"})
+    apply_changes(graph, {"pkg/util.py": "def rescale(x):\n    return x * 2\n"})
     assert find(graph, "symbol:rescale")[0].node.id == "fn:pkg/util.py::rescale"
     assert "fn:pkg/util.py::clamp" not in ids(find(graph, "clamp"))  # removed by the update

@@ -12,7 +12,7 @@ import pytest
 from test_codegraph_fixtures import package_files
 from test_sandbox_local_fixtures import OPS_BUGGY, local_config, make_calc_repo, r2e_task, swebench_task
 
-from graph_planner.codegraph.builder import build_graph
+from graph_planner.codegraph.builder import apply_changes, build_graph
 from graph_planner.codegraph.cache import GraphCache
 from graph_planner.codegraph.schema import EdgeKind, NodeKind
 from graph_planner.codegraph.sources import files_from_tar, load_files_from_dir, load_files_from_sandbox
@@ -75,7 +75,7 @@ def test_graph_is_built_from_the_task_sandbox_not_the_host(tmp_path):
         assert ("fn:calc/extra.py::twice", "fn:calc/ops.py::add") in calls
         # after a patch only the changed file is re-read and the graph equals a rebuild of the patched tree
         sandbox.apply_patch(gold)
-        graph.update_files({"calc/ops.py": sandbox.read_file("calc/ops.py")})
+        apply_changes(graph, {"calc/ops.py": sandbox.read_file("calc/ops.py")})
         rebuilt = build_graph(load_files_from_sandbox(sandbox), task.repo, task.base_commit)
         assert json.dumps(graph.to_json(), sort_keys=True) == json.dumps(rebuilt.to_json(), sort_keys=True)
 
@@ -100,7 +100,7 @@ def test_cache_hits_by_repo_and_commit_and_returns_independent_graphs(tmp_path):
     second = cache.get_or_build("acme/shapes", "c1", loader)
     assert (cache.hits, cache.misses, len(loads)) == (1, 1, 1)
     assert json.dumps(second.to_json()) == json.dumps(first.to_json())
-    second.update_files({"pkg/util.py": None})  # one episode's patch must not leak into the next
+    apply_changes(second, {"pkg/util.py": None})  # one episode's patch must not leak into the next
     assert "fn:pkg/util.py::clamp" in cache.get_or_build("acme/shapes", "c1", loader).nodes
     cache.get_or_build("acme/shapes", "c2", loader)  # another commit
     cache.get_or_build("other/shapes", "c1", loader)  # another repo, same commit

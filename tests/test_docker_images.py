@@ -97,7 +97,7 @@ def test_every_bundled_sample_task_validates_on_docker(docker_client, base_image
     from graph_planner.config.schema import DataConfig
     from graph_planner.data.io import read_task_records
     from graph_planner.data.prepare import prepare_datasets
-    from graph_planner.grading.validate import validate_tasks
+    from graph_planner.validation.validate import validate_tasks
 
     if not (SAMPLE / "swebench" / "test.jsonl").is_file():
         pytest.fail(f"bundled sample rows are missing under {SAMPLE}")

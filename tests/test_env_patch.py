@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from graph_planner.env.patch import (
+from graph_planner.episode.patch import (
     FileEdit,
     PatchFormatError,
     PatchProposal,

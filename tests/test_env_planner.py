@@ -7,7 +7,9 @@ import pytest
 
 from graph_planner.codegraph import GraphCache
 from graph_planner.config.schema import RunConfig
-from graph_planner.env.actions import (
+from graph_planner.env.planner_env import PlannerEnv
+from graph_planner.env.samples import sample_task
+from graph_planner.episode.actions import (
     ExploreExpand,
     ExploreFind,
     MemoryCommit,
@@ -17,9 +19,7 @@ from graph_planner.env.actions import (
     RunTests,
     Submit,
 )
-from graph_planner.env.patch import FileEdit, PatchProposal, RepairRequest
-from graph_planner.env.planner_env import PlannerEnv
-from graph_planner.env.samples import sample_task
+from graph_planner.episode.patch import FileEdit, PatchProposal, RepairRequest
 from graph_planner.models.synthesizers import GoldSynthesizer, NoSynthesizer
 from graph_planner.sandbox.factory import make_sandbox
 

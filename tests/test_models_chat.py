@@ -13,10 +13,10 @@ import time
 import httpx
 import pytest
 
-from graph_planner.agents.protocol import parse_action
 from graph_planner.config.schema import CGMGenerationConfig, RunConfig, SamplingConfig
-from graph_planner.env.actions import Submit
-from graph_planner.env.patch import RepairRequest
+from graph_planner.episode.actions import Submit
+from graph_planner.episode.patch import RepairRequest
+from graph_planner.episode.wire import parse_action
 from graph_planner.models.chat import ChatError, HFChatModel, OpenAIChatClient, chat_completions_url
 from graph_planner.models.serve import create_app
 from graph_planner.models.synthesizers import CGMHttpSynthesizer, LLMSynthesizer

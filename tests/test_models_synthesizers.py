@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 from graph_planner.config.schema import CGMGenerationConfig, RunConfig
-from graph_planner.env.patch import FileEdit, RepairRequest
 from graph_planner.env.samples import sample_task
+from graph_planner.episode.patch import FileEdit, RepairRequest
 from graph_planner.models.chat import ChatResponse
 from graph_planner.models.synthesizers import (
     CGMHttpSynthesizer,

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from graph_planner.config.schema import RunConfig
-from graph_planner.env.types import Trajectory, Turn
+from graph_planner.episode.turns import Trajectory, Turn
 from graph_planner.telemetry.metrics import episode_metrics, parallel_metrics, passthrough
 
 

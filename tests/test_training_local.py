@@ -11,7 +11,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from graph_planner.config.loader import load_run_config
-from graph_planner.env.types import Trajectory, Turn
+from graph_planner.episode.turns import Trajectory, Turn
 from graph_planner.training import checkpoint as ckpt
 from graph_planner.training.local_trainer import LocalGRPOTrainer, Row, TaskSampler
 

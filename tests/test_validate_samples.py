@@ -10,7 +10,7 @@ import pytest
 from graph_planner.config.schema import DataConfig, RunConfig
 from graph_planner.data.io import read_task_records
 from graph_planner.data.prepare import prepare_datasets
-from graph_planner.grading.validate import validate_tasks
+from graph_planner.validation.validate import validate_tasks
 
 SAMPLE = Path(__file__).resolve().parents[1] / "datasets" / "sample"
 pytestmark = pytest.mark.skipif(not (SAMPLE / "swebench" / "test.jsonl").is_file(), reason="no bundled samples")

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from graph_planner.agents.protocol import ActionParseError
-    from graph_planner.env.actions import ActionBase
-    from graph_planner.env.types import Turn
+    from graph_planner.episode.actions import ActionBase
+    from graph_planner.episode.turns import Turn
+    from graph_planner.episode.wire import ActionParseError
 
 
 @dataclass

@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from graph_planner.agents import Policy, PolicyDecision
-from graph_planner.agents.protocol import ActionParseError, parse_action_detailed, render_action, system_prompt
 from graph_planner.config.schema import SamplingConfig
-from graph_planner.env.actions import action_tool_schemas
-from graph_planner.env.types import Turn
+from graph_planner.episode.actions import action_tool_schemas
+from graph_planner.episode.turns import Turn
+from graph_planner.episode.wire import ActionParseError, parse_action_detailed, render_action, system_prompt
 from graph_planner.models.chat import ChatModel
 
 

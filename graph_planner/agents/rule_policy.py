@@ -10,8 +10,7 @@ import re
 from typing import Any
 
 from graph_planner.agents import PolicyDecision
-from graph_planner.agents.protocol import render_action
-from graph_planner.env.actions import (
+from graph_planner.episode.actions import (
     ActionBase,
     ExploreExpand,
     ExploreFind,
@@ -20,7 +19,8 @@ from graph_planner.env.actions import (
     Repair,
     Submit,
 )
-from graph_planner.env.types import Turn
+from graph_planner.episode.turns import Turn
+from graph_planner.episode.wire import render_action
 
 _BACKTICK = re.compile(r"`([^`\n]{1,120})`")
 _CALL = re.compile(r"\b([A-Za-z_][A-Za-z0-9_.]*)\(")

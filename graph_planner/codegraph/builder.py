@@ -1,6 +1,6 @@
 """Build a CodeGraph from a repository's files (a mapping path -> content read out of the task's sandbox).
 
-A full build is an incremental update from an empty graph, so `CodeGraph.update_files` after a patch and a
+A full build is an incremental update from an empty graph, so `apply_changes` after a patch and a
 fresh build of the patched files go through the same code and give the same graph.
 """
 
@@ -11,7 +11,7 @@ import posixpath
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
-from graph_planner.codegraph.graph import STRUCTURE_OWNER, CodeGraph, UpdateReport
+from graph_planner.codegraph.graph import STRUCTURE_OWNER, CodeGraph, UpdateReport, refresh_structure_index
 from graph_planner.codegraph.parser import Engine, ParsedModule, parse_python
 from graph_planner.codegraph.resolve import DepKey, Resolver, file_interface, file_key, package_key
 from graph_planner.codegraph.schema import (
@@ -214,41 +214,6 @@ def _package_of(graph: CodeGraph, directory: str) -> str | None:
             return directory
         directory = posixpath.dirname(directory)
     return None
-
-
-def refresh_structure_index(graph: CodeGraph) -> None:
-    """Module names of Python files, from the package layout (directories holding __init__.py).
-
-    A module's name starts below its top-most package's parent, so `src/pkg/mod.py` is `pkg.mod`; a file
-    outside any package is a top-level module. The dotted repo path (`core/hub.py` -> `core.hub`) is also
-    registered as an alias, for namespace packages (no __init__.py) imported from the repo root. When two files
-    claim a name, the shorter path wins and real module names win over aliases.
-    """
-    graph.package_dirs = {posixpath.dirname(p) for p in graph.files if p.endswith("/__init__.py")}
-    graph.module_of = {}
-    graph.module_alias = {}
-    graph.path_of_module = {}
-    for path in sorted(graph.files, key=lambda p: (p.count("/"), p)):
-        if not path.endswith(".py"):
-            continue
-        directory = posixpath.dirname(path)
-        top = directory
-        while top and top in graph.package_dirs:
-            top = posixpath.dirname(top)
-        relative = path[len(top) + 1:] if top else path
-        parts = relative[:-3].split("/")
-        if parts[-1] == "__init__":
-            parts.pop()
-        if not parts:
-            continue
-        module = ".".join(parts)
-        graph.module_of[path] = module
-        graph.path_of_module.setdefault(module, path)
-        alias = path[:-3].replace("/", ".").removesuffix(".__init__")
-        if alias != module and alias != "__init__":
-            graph.module_alias[path] = alias
-    for path, alias in sorted(graph.module_alias.items(), key=lambda item: (item[0].count("/"), item[0])):
-        graph.path_of_module.setdefault(alias, path)
 
 
 def _refresh_structure_edges(graph: CodeGraph) -> None:

@@ -6,6 +6,7 @@ incremental update can replace exactly what a changed file contributed. Build lo
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -111,19 +112,12 @@ class CodeGraph:
 
     # --- nodes ------------------------------------------------------------------------------------------------
     def node(self, node_id: str) -> Node:
+        """The node; an unknown id raises UnknownNodeError (``query.node_or_error`` adds close ids to it)."""
         try:
             return self.nodes[node_id]
         except KeyError:
-            raise UnknownNodeError(self._unknown_message(node_id)) from None
-
-    def _unknown_message(self, node_id: str) -> str:
-        from graph_planner.codegraph.query import find  # local: query depends on graph
-
-        tail = node_id.split("::")[-1].split(":")[-1].split("/")[-1].split("@")[0]
-        close = [hit.node.id for hit in find(self, f"symbol:{tail}", limit=3)] if tail else []
-        hint = f" Close ids: {', '.join(close)}." if close else ""
-        return (f"unknown node id {node_id!r} in the graph of {self.repo}@{self.commit or '?'}.{hint} "
-                "Use explore_find to list real node ids.")
+            raise UnknownNodeError(f"unknown node id {node_id!r} in the graph of {self.repo}@{self.commit or '?'}. "
+                                   "Use explore_find to list real node ids.") from None
 
     def parent(self, node_id: str) -> str | None:
         for edge in self._in.get(node_id, ()):
@@ -199,14 +193,6 @@ class CodeGraph:
                       self._def_ids, self._lines, self._lower):
             table.pop(path, None)
 
-    # --- incremental update -----------------------------------------------------------------------------------
-    def update_files(self, changed: Mapping[str, bytes | str | None]) -> UpdateReport:
-        """Apply changed file contents (None = deleted): re-parse those files and re-resolve the edges of every
-        file whose resolution consulted them. The result equals a full rebuild of the new file set."""
-        from graph_planner.codegraph.builder import apply_changes  # local: the builder imports this module
-
-        return apply_changes(self, changed)
-
     # --- serialisation ----------------------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
         """A deterministic JSON-ready dict (sorted), so two graphs of the same files compare equal."""
@@ -227,8 +213,6 @@ class CodeGraph:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CodeGraph:
-        from graph_planner.codegraph.builder import refresh_structure_index
-
         if data.get("version") != BUILDER_VERSION:
             raise ValueError(f"code graph JSON has builder version {data.get('version')!r}, this code writes "
                              f"{BUILDER_VERSION!r}: rebuild the graph (the cache does this automatically)")
@@ -268,3 +252,37 @@ class CodeGraph:
         return (f"CodeGraph({self.repo}@{self.commit or '?'}: {len(self.nodes)} nodes, "
                 f"{sum(len(v) for v in self._owned.values())} edges, {len(self.files)} files)")
 
+
+def refresh_structure_index(graph: CodeGraph) -> None:
+    """Module names of Python files, from the package layout (directories holding __init__.py).
+
+    A module's name starts below its top-most package's parent, so `src/pkg/mod.py` is `pkg.mod`; a file
+    outside any package is a top-level module. The dotted repo path (`core/hub.py` -> `core.hub`) is also
+    registered as an alias, for namespace packages (no __init__.py) imported from the repo root. When two files
+    claim a name, the shorter path wins and real module names win over aliases.
+    """
+    graph.package_dirs = {posixpath.dirname(p) for p in graph.files if p.endswith("/__init__.py")}
+    graph.module_of = {}
+    graph.module_alias = {}
+    graph.path_of_module = {}
+    for path in sorted(graph.files, key=lambda p: (p.count("/"), p)):
+        if not path.endswith(".py"):
+            continue
+        directory = posixpath.dirname(path)
+        top = directory
+        while top and top in graph.package_dirs:
+            top = posixpath.dirname(top)
+        relative = path[len(top) + 1:] if top else path
+        parts = relative[:-3].split("/")
+        if parts[-1] == "__init__":
+            parts.pop()
+        if not parts:
+            continue
+        module = ".".join(parts)
+        graph.module_of[path] = module
+        graph.path_of_module.setdefault(module, path)
+        alias = path[:-3].replace("/", ".").removesuffix(".__init__")
+        if alias != module and alias != "__init__":
+            graph.module_alias[path] = alias
+    for path, alias in sorted(graph.module_alias.items(), key=lambda item: (item[0].count("/"), item[0])):
+        graph.path_of_module.setdefault(alias, path)

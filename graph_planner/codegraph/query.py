@@ -11,7 +11,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from graph_planner.codegraph.graph import CodeGraph, SearchIndex
+from graph_planner.codegraph.graph import CodeGraph, SearchIndex, UnknownNodeError
 from graph_planner.codegraph.schema import REPO_ID, EdgeKind, Node, NodeKind
 
 _SYMBOL_KINDS = (NodeKind.CLASS, NodeKind.FUNCTION, NodeKind.ATTRIBUTE)
@@ -249,7 +249,7 @@ def expand(graph: CodeGraph, node_id: str, hop: int = 1, limit: int = 20) -> lis
     """Neighbours within `hop` edges (all kinds, both directions), ranked by edge kind, same file, degree and a
     preference for non-test code, then interleaved round-robin over directories so one folder cannot fill the
     list."""
-    origin = graph.node(node_id)
+    origin = node_or_error(graph, node_id)
     origin_is_test = is_test_path(origin.path)
     best: dict[str, ExpandHit] = {}
     extra: dict[str, int] = defaultdict(int)
@@ -321,7 +321,7 @@ def number_lines(lines: list[str], first: int) -> str:
 
 def read(graph: CodeGraph, node_id: str, context_lines: int = 0, max_lines: int | None = None) -> ReadResult:
     """The node's real code, 1-based numbered, with `context_lines` around it; PACKAGE reads its __init__.py."""
-    node = graph.node(node_id)
+    node = node_or_error(graph, node_id)
     if node.kind == NodeKind.REPO:
         listing = sorted(graph.children(REPO_ID))
         return ReadResult(node_id, "", 0, 0, "\n".join(listing))
@@ -342,3 +342,15 @@ def read(graph: CodeGraph, node_id: str, context_lines: int = 0, max_lines: int 
     if truncated:
         text += f"\n... ({full_end - end} more lines; read with a larger max_lines)"
     return ReadResult(node_id, path, start, end, text, truncated)
+
+
+def node_or_error(graph: CodeGraph, node_id: str) -> Node:
+    """The node, or UnknownNodeError naming up to three close ids (by the id's last name) the model can use."""
+    node = graph.nodes.get(node_id)
+    if node is not None:
+        return node
+    tail = node_id.split("::")[-1].split(":")[-1].split("/")[-1].split("@")[0]
+    close = [hit.node.id for hit in find(graph, f"symbol:{tail}", limit=3)] if tail else []
+    hint = f" Close ids: {', '.join(close)}." if close else ""
+    raise UnknownNodeError(f"unknown node id {node_id!r} in the graph of {graph.repo}@{graph.commit or '?'}.{hint} "
+                           "Use explore_find to list real node ids.")

@@ -71,9 +71,9 @@ def load_task(task_id: str | None, dataset: str | None, shape: str) -> tuple[Tas
 def run_smoke(config: RunConfig, task: TaskRecord, dataset_dir: Path | None, log_dir: Path,
               max_steps: int | None = None) -> SmokeReport:
     """Run the smoke episode and write `trajectory.jsonl`, `test_runs.jsonl` under ``log_dir``."""
-    from graph_planner.agents.episode import run_episode
     from graph_planner.agents.rule_policy import RulePolicy, SynthesizerOnlyPolicy
     from graph_planner.codegraph import GraphCache
+    from graph_planner.env.episode import run_episode
     from graph_planner.env.planner_env import PlannerEnv
     from graph_planner.env.replay import write_trajectory_jsonl
     from graph_planner.models.synthesizers import make_synthesizer

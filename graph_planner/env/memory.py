@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from graph_planner.codegraph import CodeGraph, UnknownNodeError, read
+from graph_planner.codegraph import CodeGraph, UnknownNodeError, node_or_error, read
 
 #: Code lines kept per memory entry (a whole file committed as evidence is cut, with a marker).
 MAX_ENTRY_LINES = 200
@@ -76,7 +76,7 @@ class Memory:
 
     # --- M ------------------------------------------------------------------------------------------------
     def _hydrate(self, graph: CodeGraph, node_id: str, note: str) -> MemoryEntry:
-        node = graph.node(node_id)
+        node = node_or_error(graph, node_id)
         result = read(graph, node_id, max_lines=MAX_ENTRY_LINES)
         return MemoryEntry(node_id, node.kind.value, result.path, result.start_line, result.end_line, result.text,
                            note)

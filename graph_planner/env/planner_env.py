@@ -9,11 +9,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from graph_planner.agents.protocol import EXPECTED_FORM, ActionParseError, parse_action_detailed
 from graph_planner.codegraph import (
     CodeGraph,
     GraphCache,
     UnknownNodeError,
+    apply_changes,
     build_graph,
     expand,
     find,
@@ -23,13 +23,15 @@ from graph_planner.codegraph import (
 )
 from graph_planner.config.schema import RunConfig
 from graph_planner.data.record import TaskRecord
-from graph_planner.env.actions import ActionBase, action_to_dict
 from graph_planner.env.memory import Memory, unknown_node_reason
 from graph_planner.env.observation import issue_text, node_summary, outline, render
-from graph_planner.env.patch import RepairRequest
 from graph_planner.env.repair import RepairCycle, RepairOutcome, TestSummary
+from graph_planner.episode.actions import ActionBase, action_to_dict
+from graph_planner.episode.patch import RepairRequest
+from graph_planner.episode.results import TestReport
+from graph_planner.episode.wire import EXPECTED_FORM, ActionParseError, parse_action_detailed
 from graph_planner.models.synthesizers import PatchSynthesizer, make_synthesizer
-from graph_planner.sandbox.base import Sandbox, SandboxError, TestReport
+from graph_planner.sandbox.base import Sandbox, SandboxError
 
 log = logging.getLogger(__name__)
 READ_MAX_LINES = 200
@@ -341,7 +343,7 @@ class PlannerEnv:
                 changed[path] = self.sandbox.read_file(path)
             except SandboxError:
                 changed[path] = None
-        self.graph.update_files(changed)
+        apply_changes(self.graph, changed)
         self.memory.rehydrate(self.graph)
 
     def _submit(self, info: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None, bool]:

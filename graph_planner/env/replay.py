@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from graph_planner.agents.protocol import ActionParseError
-from graph_planner.env.actions import action_from_dict
-from graph_planner.env.patch import PatchProposal, RepairRequest
 from graph_planner.env.planner_env import PlannerEnv
-from graph_planner.env.types import Trajectory
+from graph_planner.episode.actions import action_from_dict
+from graph_planner.episode.patch import PatchProposal, RepairRequest
+from graph_planner.episode.turns import Trajectory
+from graph_planner.episode.wire import ActionParseError
 
 
 def trajectory_lines(trajectory: Trajectory) -> list[dict[str, Any]]:

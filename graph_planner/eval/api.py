@@ -55,7 +55,7 @@ def _reap_dead_runs(config: RunConfig, tasks: list[TaskRecord]) -> None:
 
 def baseline_rows(config: RunConfig, dataset_dir: Path) -> Callable[[list[TaskRecord]], Iterator[TaskResult]]:
     """Labelled bounds: the gold patch (upper) and the empty patch (lower), graded in the same sandboxes."""
-    from graph_planner.grading.validate import validate_task
+    from graph_planner.validation.validate import validate_task
 
     def rows(tasks: list[TaskRecord]) -> Iterator[TaskResult]:
         for task in tasks:

@@ -10,7 +10,7 @@ from typing import Any
 
 from graph_planner.config.schema import RunConfig
 from graph_planner.data.record import TaskRecord
-from graph_planner.env.types import Trajectory
+from graph_planner.episode.turns import Trajectory
 from graph_planner.eval.results import OutcomeCategory, TaskResult
 
 TIMEOUT_REASONS = ("max_steps", "repo_op_limit", "timeout")
@@ -52,9 +52,9 @@ def result_from_trajectory(trajectory: Trajectory, seconds: float) -> TaskResult
 def build_episode_fn(config: RunConfig, dataset_dir: str | Path | None, run_id: str,
                      trajectories_dir: Path | None = None) -> Callable[[TaskRecord], TaskResult]:
     """A thread-safe function running one task; the chat model is loaded once and shared under a lock."""
-    from graph_planner.agents.episode import run_episode
     from graph_planner.agents.factory import make_chat_model, make_policy
     from graph_planner.codegraph import GraphCache
+    from graph_planner.env.episode import run_episode
     from graph_planner.env.planner_env import PlannerEnv
     from graph_planner.env.replay import write_trajectory_jsonl
     from graph_planner.models.synthesizers import make_synthesizer

@@ -13,7 +13,7 @@ import typer
 from pydantic import BaseModel, ConfigDict, Field
 
 from graph_planner.config.schema import CGMGenerationConfig, SamplingConfig
-from graph_planner.env.patch import RepairRequest
+from graph_planner.episode.patch import RepairRequest
 from graph_planner.models.chat import HFChatModel
 from graph_planner.models.synthesizers import proposal_from_text, synthesis_messages
 

@@ -17,7 +17,7 @@ import httpx
 
 from graph_planner.config.schema import CGMGenerationConfig, RunConfig
 from graph_planner.data.record import TaskRecord
-from graph_planner.env.patch import (
+from graph_planner.episode.patch import (
     PatchFormatError,
     PatchProposal,
     RepairRequest,

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
+
+from graph_planner.episode.results import ExecResult, TestReport
 
 
 class SandboxError(RuntimeError):
@@ -18,52 +19,7 @@ class PatchRejected(SandboxError):
     """A patch was refused (paths outside the repo, binary junk, does not apply)."""
 
 
-@dataclass
-class ExecResult:
-    rc: int
-    stdout: str
-    stderr: str = ""
-    seconds: float = 0.0
-    timed_out: bool = False
-
-    @property
-    def ok(self) -> bool:
-        return self.rc == 0 and not self.timed_out
-
-    @property
-    def output(self) -> str:
-        return self.stdout + (("\n" + self.stderr) if self.stderr else "")
-
-
-@dataclass
-class TestReport:
-    """Result of one graded test run; per-test statuses are kept for reports and rewards."""
-
-    __test__ = False  # not a pytest class
-
-    resolved: bool
-    mode: str  # "swebench" | "r2e" | "selectors"
-    statuses: dict[str, str] = field(default_factory=dict)
-    fail_to_pass: dict[str, list[str]] = field(default_factory=lambda: {"success": [], "failure": []})
-    pass_to_pass: dict[str, list[str]] = field(default_factory=lambda: {"success": [], "failure": []})
-    rc: int = 0
-    seconds: float = 0.0
-    timed_out: bool = False
-    log_tail: str = ""
-    error: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "resolved": self.resolved,
-            "mode": self.mode,
-            "statuses": self.statuses,
-            "FAIL_TO_PASS": self.fail_to_pass,
-            "PASS_TO_PASS": self.pass_to_pass,
-            "rc": self.rc,
-            "seconds": self.seconds,
-            "timed_out": self.timed_out,
-            "error": self.error,
-        }
+__all__ = ["ExecResult", "HiddenPathError", "PatchRejected", "Sandbox", "SandboxError", "TestReport"]
 
 
 @runtime_checkable

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 import docker.errors  # also binds `docker`
 import requests
 
-from graph_planner.sandbox.base import ExecResult, SandboxError
+from graph_planner.episode.results import ExecResult
+from graph_planner.sandbox.base import SandboxError
 from graph_planner.sandbox.reaper import install_signal_reaper, owner_labels
 from graph_planner.sandbox.shell import ShellSandbox
 

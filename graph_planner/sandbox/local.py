@@ -15,7 +15,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from graph_planner.sandbox.base import ExecResult, SandboxError
+from graph_planner.episode.results import ExecResult
+from graph_planner.sandbox.base import SandboxError
 from graph_planner.sandbox.shell import ShellSandbox
 
 if TYPE_CHECKING:

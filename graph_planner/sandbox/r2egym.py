@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from graph_planner.sandbox.base import ExecResult, SandboxError
+from graph_planner.episode.results import ExecResult
+from graph_planner.sandbox.base import SandboxError
 from graph_planner.sandbox.shell import ShellSandbox
 
 if TYPE_CHECKING:

@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, ClassVar
 
 from typing_extensions import Self
 
+from graph_planner.episode.results import ExecResult, TestReport
 from graph_planner.grading.targets import grading_targets
-from graph_planner.sandbox.base import ExecResult, HiddenPathError, PatchRejected, SandboxError, TestReport
+from graph_planner.sandbox.base import HiddenPathError, PatchRejected, SandboxError
 from graph_planner.sandbox.patching import check_patch, created_files, touched_files, unsafe_path_reason
 
 if TYPE_CHECKING:
@@ -299,7 +300,7 @@ class ShellSandbox(ABC):
         """Grade the current tree: install hidden tests, run the task's test command, parse, grade by the
         task's mode (or, with ``selectors``, pass iff every selected test passes); the agent's tree is ALWAYS
         restored afterwards, hidden tests removed."""
-        from graph_planner.grading.test_run import grade_test_run
+        from graph_planner.grading.run_grade import grade_test_run
 
         self._require_started()
         self.op_count += 1

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from graph_planner.config.schema import RunConfig
-from graph_planner.env.types import Trajectory
+from graph_planner.episode.turns import Trajectory
 
 log = logging.getLogger(__name__)
 

@@ -35,11 +35,11 @@ import yaml
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
 from verl.utils.rollout_trace import rollout_trace_op
 
-from graph_planner.agents.protocol import system_prompt
 from graph_planner.config.schema import RunConfig
 from graph_planner.data.record import TaskRecord
 from graph_planner.data.registry import AGENT_NAME as ROW_AGENT_NAME
 from graph_planner.env.planner_env import PlannerEnv, StepResult
+from graph_planner.episode.wire import system_prompt
 from graph_planner.integrations.episode_setup import (
     build_planner_env,
     dataset_dir_for,

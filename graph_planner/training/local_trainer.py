@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from graph_planner.config.schema import RunConfig
-from graph_planner.env.types import Trajectory
+from graph_planner.episode.turns import Trajectory
 from graph_planner.models.toy import resolve_model_path
 from graph_planner.training import checkpoint as ckpt
 from graph_planner.training import grpo

@@ -13,7 +13,7 @@ from typing import Any
 
 from graph_planner.config.schema import RunConfig
 from graph_planner.data.record import TaskRecord
-from graph_planner.env.types import Trajectory
+from graph_planner.episode.turns import Trajectory
 
 log = logging.getLogger(__name__)
 
@@ -34,10 +34,10 @@ def load_training_tasks(config: RunConfig) -> tuple[list[TaskRecord], Path]:
 
 def make_env_rollout(config: RunConfig) -> tuple[list[TaskRecord], Any]:
     """``(tasks, rollout_fn)`` for LocalGRPOTrainer: rollout_fn(policy, tasks, group_size) -> trajectories."""
-    from graph_planner.agents.episode import run_episode
     from graph_planner.agents.model_policy import ModelPolicy
     from graph_planner.agents.rule_policy import RulePolicy
     from graph_planner.codegraph import GraphCache
+    from graph_planner.env.episode import run_episode
     from graph_planner.env.planner_env import PlannerEnv
     from graph_planner.models.chat import PolicyHandleChat
     from graph_planner.models.synthesizers import make_synthesizer

@@ -13,8 +13,8 @@ import copy
 import re
 from typing import Any
 
-from graph_planner.agents.protocol import ActionParseError, parse_action_detailed, system_prompt
-from graph_planner.env.actions import action_to_dict
+from graph_planner.episode.actions import action_to_dict
+from graph_planner.episode.wire import ActionParseError, parse_action_detailed, system_prompt
 from graph_planner.integrations.rllm.compat import Action, BaseAgent, Step, Trajectory
 
 _THINK = re.compile(r"^\s*<think>(.*?)</think>", re.DOTALL)

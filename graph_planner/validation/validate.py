@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from graph_planner.sandbox.base import TestReport
+from graph_planner.episode.results import TestReport
 
 if TYPE_CHECKING:
     from graph_planner.config.schema import RunConfig

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from graph_planner.config.cli_options import ConfigFile, SetItems, YamlOnly, config_from_cli
-from graph_planner.grading.validate import TaskValidation, ValidationReport, validate_tasks
+from graph_planner.validation.validate import TaskValidation, ValidationReport, validate_tasks
 
 console = Console(stderr=True)
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from graph_planner.episode.results import ExecResult, TestReport
 from graph_planner.grading.parse import parse_test_log
 from graph_planner.grading.r2e_grade import grade_expected_output
 from graph_planner.grading.swebench_grade import grade_fail_to_pass
-from graph_planner.sandbox.base import ExecResult, TestReport
 
 if TYPE_CHECKING:
     from graph_planner.data.record import TaskRecord

@@ -1,4 +1,4 @@
-"""The one action protocol between a model and the env: OpenAI tool calls, or ONE JSON object in text.
+"""The wire format of actions between a model and the env: OpenAI tool calls, or ONE JSON object in text.
 
 Text form (optionally inside one ```json fence, optionally after a leading <think>...</think> block):
 
@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from graph_planner.env.actions import (
+from graph_planner.episode.actions import (
     ACTION_NAMES,
     ActionBase,
     action_to_dict,

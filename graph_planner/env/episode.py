@@ -7,9 +7,9 @@ from typing import Any
 
 from graph_planner.agents import Policy
 from graph_planner.data.record import TaskRecord
-from graph_planner.env.actions import action_to_dict
 from graph_planner.env.planner_env import PlannerEnv
-from graph_planner.env.types import Trajectory, Turn
+from graph_planner.episode.actions import action_to_dict
+from graph_planner.episode.turns import Trajectory, Turn
 
 
 def _raw_text(raw: Any) -> str:
