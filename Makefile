@@ -3,25 +3,31 @@ PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+LOCK := requirements/lock.txt
+# the installer itself, pinned: uv installs the locked set without resolving (seconds instead of minutes)
+UV_VERSION := 0.13.9
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export RAY_AUTH_MODE := token
-export HF_HUB_OFFLINE := 1
 
-.PHONY: venv demo test test-fast deploy undeploy docker-up docker-down clean
+.PHONY: venv demo test test-fast deploy undeploy docker-up docker-down lock clean
 
-$(STAMP): pyproject.toml
+# Install from the committed lock, never resolving: torch (the CPU build named in the lock) with pip, which finds
+# it where the machine keeps it (pip's find-links / the PyTorch CPU index); everything else with uv --no-deps.
+$(STAMP): pyproject.toml $(LOCK)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	# torch first: the pinned CPU build (an unpinned torch pulls a multi-GB CUDA build)
-	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e ".[train,dev]"
+	$(BIN)/pip install -q --disable-pip-version-check --no-compile "uv==$(UV_VERSION)"
+	$(BIN)/pip install -q --disable-pip-version-check --no-compile --no-deps "$$(grep -E '^torch==' $(LOCK))"
+	grep -vE '^torch==' $(LOCK) | $(BIN)/uv pip install -q --python $(BIN)/python --no-deps -r -
+	$(BIN)/uv pip install -q --python $(BIN)/python --no-deps -e .
+	$(BIN)/uv pip check -q --python $(BIN)/python
 	@touch $(STAMP)
 
 venv: $(STAMP)
 
 # The main job: the pipeline flow on configs/experiments/local_debug.yaml (ephemeral Prefect, results cached here).
 demo: $(STAMP)
-	PREFECT_HOME=$(CURDIR)/.cache/prefect $(BIN)/python -m flows.demo
+	@mkdir -p .cache/prefect
+	PREFECT_HOME=$(CURDIR)/.cache/prefect HF_HUB_OFFLINE=1 $(BIN)/python -m flows.demo
 
 # A local Prefect server + process worker with the deployments of deployments/prefect.yaml (UI on :4200).
 deploy: $(STAMP)
@@ -44,6 +50,10 @@ docker-up:
 
 docker-down:
 	bash scripts/docker-down.sh
+
+# Re-resolve pyproject.toml's dependencies into requirements/lock.txt (the only step that resolves; see docs).
+lock:
+	bash scripts/lock.sh
 
 clean:
 	rm -rf $(VENV) runs prepared .pytest_cache

@@ -21,6 +21,10 @@ def main(argv: list[str] | None = None) -> int:
     # start the ephemeral API server, and the demo sends no telemetry.
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    # Prefect creates PREFECT_HOME but not its parents; on a fresh clone `.cache/` does not exist yet, and the
+    # ephemeral server's SQLite then cannot open (a 2-minute "Timed out ... ephemeral Prefect API server").
+    if os.environ.get("PREFECT_HOME"):
+        Path(os.environ["PREFECT_HOME"]).expanduser().mkdir(parents=True, exist_ok=True)
 
     from flows.pipeline import pipeline
     from flows.run_stats import step_counts
