@@ -8,12 +8,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")  # files only; no display on servers/CI
-import matplotlib.pyplot as plt
-
 from graph_planner.eval.results import TaskResult
+from graph_planner.telemetry import plots
+from graph_planner.telemetry.plots import save_figure
 
 
 def summarise(results: list[TaskResult], total_tasks: int) -> dict[str, Any]:
@@ -45,48 +42,15 @@ def summarise(results: list[TaskResult], total_tasks: int) -> dict[str, Any]:
     }
 
 
-def _plot_resolved(summary: dict[str, Any], path: Path) -> None:
-    labels = list(summary["labels"])
-    rates = [summary["labels"][k]["resolved_rate"] * 100 for k in labels]
+def _plot_all(summary: dict[str, Any], results: list[TaskResult], run_dir: Path, run_name: str) -> None:
+    rates = {label: s["resolved_rate"] for label, s in summary["labels"].items()}
     harness = summary.get("harness")
     if harness and harness.get("resolved_rate") is not None:
-        labels.append("swebench harness")
-        rates.append(harness["resolved_rate"] * 100)
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    bars = ax.bar(labels, rates, color=["#4C72B0" if lbl == "policy" else "#999999" for lbl in labels])
-    ax.bar_label(bars, fmt="%.1f%%")
-    ax.set_ylim(0, 105)
-    ax.set_ylabel("resolved (%)")
-    ax.set_title("Resolved rate")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
-def _plot_outcomes(results: list[TaskResult], path: Path) -> None:
-    counts = Counter(r.category for r in results if r.label == "policy")
-    names = sorted(counts)
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    bars = ax.barh(names, [counts[n] for n in names], color="#55A868")
-    ax.bar_label(bars)
-    ax.set_xlabel("tasks")
-    ax.set_title("Outcome categories (policy)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
-def _plot_steps(results: list[TaskResult], path: Path) -> None:
-    steps = [r.steps for r in results if r.label == "policy"]
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    if steps:
-        ax.hist(steps, bins=range(max(steps) + 2), color="#C44E52", edgecolor="white", align="left")
-    ax.set_xlabel("steps per episode")
-    ax.set_ylabel("tasks")
-    ax.set_title("Steps histogram (policy)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+        rates["swebench harness"] = harness["resolved_rate"]
+    policy = [r for r in results if r.label == "policy"]
+    save_figure(plots.resolved_rate_figure(rates, run_name), run_dir / "resolved_rate.png")
+    save_figure(plots.outcomes_figure(Counter(r.category for r in policy), run_name), run_dir / "outcomes.png")
+    save_figure(plots.steps_figure([r.steps for r in policy], run_name), run_dir / "steps_hist.png")
 
 
 def render_markdown(summary: dict[str, Any], results: list[TaskResult], run_name: str) -> str:
@@ -120,9 +84,7 @@ def write_report(run_dir: Path, results: list[TaskResult], total_tasks: int, run
     summary = summarise(results, total_tasks)
     if harness:
         summary["harness"] = harness
-    _plot_resolved(summary, run_dir / "resolved_rate.png")
-    _plot_outcomes(results, run_dir / "outcomes.png")
-    _plot_steps(results, run_dir / "steps_hist.png")
+    _plot_all(summary, results, run_dir, run_name)
     summary["files"] = {name: name for name in ("predictions.jsonl", "results.jsonl", "report.md",
                                                 "resolved_rate.png", "outcomes.png", "steps_hist.png")}
     (run_dir / "report.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")

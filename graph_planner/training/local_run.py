@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from graph_planner.config.schema import RunConfig
+from graph_planner.telemetry.plots import save_figure, training_curves_figure
 
 CURVES = ("reward/mean", "reward/resolved_rate", "loss", "entropy", "planner_parse_error_rate", "grad_norm")
 
@@ -64,7 +65,7 @@ def train_local(config: RunConfig, on_step: Callable[[dict[str, float], int, int
     return LocalTrainResult(trainer.run_dir, trainer.step, latest_checkpoint(trainer.run_dir), curves)
 
 
-def plot_training_curves(run_dir: Path) -> Path | None:
+def plot_training_curves(run_dir: Path, run_name: str | None = None) -> Path | None:
     """``<run_dir>/training_curves.png`` from the JSONL tracker's metrics (None when no jsonl tracker ran)."""
     metrics_file = run_dir / "metrics.jsonl"
     if not metrics_file.is_file():
@@ -81,22 +82,7 @@ def plot_training_curves(run_dir: Path) -> Path | None:
             value = row["metrics"].get(name)
             if isinstance(value, (int, float)):
                 series[name].append((int(row["step"]), float(value)))
-    present = {k: v for k, v in series.items() if v}
-    if not present:
+    fig = training_curves_figure(series, run_name or run_dir.name)
+    if fig is None:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(present), figsize=(3.2 * len(present), 3), squeeze=False)
-    for ax, (name, points) in zip(axes[0], present.items()):
-        steps, values = zip(*sorted(points))
-        ax.plot(steps, values, marker="o")
-        ax.set_title(name, fontsize=9)
-        ax.set_xlabel("step")
-    fig.tight_layout()
-    out = run_dir / "training_curves.png"
-    fig.savefig(out, dpi=90)
-    plt.close(fig)
-    return out
+    return save_figure(fig, run_dir / "training_curves.png", dpi=90)
