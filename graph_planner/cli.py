@@ -91,10 +91,12 @@ app.command("validate-tasks")(validate_tasks_cmd)
 from graph_planner.data.commands import data_app  # noqa: E402
 
 app.add_typer(data_app, name="data")
+from graph_planner.env.codegraph_commands import graph_app  # noqa: E402
 from graph_planner.env.commands import smoke_cmd  # noqa: E402
 from graph_planner.models.serve import serve_cmd  # noqa: E402
 
 app.command("smoke")(smoke_cmd)
+app.add_typer(graph_app, name="graph")
 app.command("serve")(serve_cmd)
 from graph_planner.sandbox.commands import images_app, sandbox_app  # noqa: E402
 
