@@ -8,10 +8,7 @@ verl: the latest ``global_step_<k>/actor/huggingface`` dir when verl wrote one, 
 
 from __future__ import annotations
 
-import os
 import re
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -83,42 +80,21 @@ def train_verl(config: RunConfig, config_file: str, registry: str, bar: Progress
         if match:
             bar.update(int(match.group(1)), total, f"step {match.group(1)}/{total}")
 
-    with ray_job.ray_cluster(config) as (address, started_here):
-        python = sys.executable if started_here else config.resources.ray_job_python
-        job_id = submit_ray_job(address, ray_job.job_entrypoint(python, args), ray_job.job_runtime_env(config),
-                                {"run_name": config.run_name},
-                                f"gp-{config.run_name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}",
-                                config_file=config_file)
-        code = ray_job.follow_job(ray_job._connect(address), job_id, config.resources.job_deadline_s, sink)
-    if code != ray_job.EXIT_SUCCEEDED:
-        raise RuntimeError(f"Ray job {job_id} did not succeed (see the [ray] lines above and `ray job logs "
-                           f"{job_id}` against {address})")
+    outcome = ray_job.run_training_job(config, args, sink=sink, submit=submit_ray_job)
+    if outcome.code != ray_job.EXIT_SUCCEEDED:
+        raise RuntimeError(outcome.message or f"Ray job {outcome.job_id} did not succeed")
     return verl_checkpoint(Path(config.logging.output_dir) / config.run_name / "checkpoints")
 
 
 @task(name="submit-ray-job", cache_policy=NO_CACHE, retries=IO_RETRIES, retry_delay_seconds=IO_RETRY_DELAYS,
       retry_jitter_factor=IO_RETRY_JITTER, retry_condition_fn=transient_only)
-def submit_ray_job(address: str, entrypoint: str, runtime_env: dict[str, Any], metadata: dict[str, str],
-                   submission_id: str, config_file: str) -> str:
-    """Check the cluster's GPUs and submit; a retry after a lost reply finds the job by its submission id."""
+def submit_ray_job(config: RunConfig, address: str, spec: Any) -> str:
+    """``ray_job.submit_job`` with retries on transient errors (it is idempotent: same submission id)."""
     from graph_planner.training import ray_job
 
-    client = ray_job._connect(address)
-    if _job_exists(client, submission_id):
-        return submission_id  # the previous attempt reached the cluster, its reply did not reach us
-    ray_job.check_cluster_gpus(load_resolved(config_file), client.get_address())
-    job_id = client.submit_job(entrypoint=entrypoint, runtime_env=runtime_env, metadata=metadata,
-                               submission_id=submission_id, entrypoint_num_cpus=0)
+    job_id = ray_job.submit_job(config, address, spec)
     get_run_logger().info("submitted Ray job %s to %s", job_id, address)
     return job_id
-
-
-def _job_exists(client: Any, submission_id: str) -> bool:
-    try:
-        client.get_job_info(submission_id)
-    except Exception:  # noqa: BLE001 - Ray raises a plain RuntimeError for "job not found", the normal case
-        return False
-    return True
 
 
 def verl_checkpoint(root: Path) -> str:

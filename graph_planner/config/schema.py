@@ -113,8 +113,9 @@ class TrainingConfig(Section):
     kl_loss_type: Literal["kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3"] = Field(
         "low_var_kl", description="verl KL estimator for the KL-to-reference loss (used when kl_coef > 0)."
     )
-    rollout_engine: Literal["vllm", "sglang"] = Field(
-        "vllm", description="verl backend: inference engine of the rollout (actor_rollout_ref.rollout.name)."
+    rollout_engine: Literal["vllm", "sglang", "hf"] = Field(
+        "vllm", description="verl backend: inference engine of the rollout (actor_rollout_ref.rollout.name); hf = "
+        "transformers.generate, the CPU rollout of graph_planner.training.verl_cpu (used on a GPU-less local head)."
     )
 
 

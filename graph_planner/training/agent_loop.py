@@ -4,7 +4,9 @@ through verl's server manager, and the env's episode return as ``reward_score`` 
 Wiring: the agent-loop config file (``actor_rollout_ref.rollout.agent.agent_loop_config_path``, written by
 :func:`write_agent_loop_config`) lists this class under every name a row may ask for, each entry carrying
 ``run_config_path``: the job's run config YAML, the single source of env, sandbox, synthesiser and cap settings
-inside verl's Ray workers. The TaskRecord comes from the row's ``extra_info.task``.
+inside verl's Ray workers. The TaskRecord comes from the row's ``extra_info.task``. The class is deliberately not
+decorated with verl's ``@register``: the decorator runs when a worker first imports this module, i.e. *after* the
+worker loaded the config file, and would replace those entries with ones lacking ``run_config_path``.
 
 Tokens: the prompt (system prompt + the env's first observation, which holds the issue and the node ids; the
 row's ``raw_prompt`` is not used) is rendered once by verl's Continuous Token builder. After that tokens are only
@@ -32,7 +34,7 @@ from typing import Any, TypeVar
 from uuid import uuid4
 
 import yaml
-from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput
 from verl.utils.rollout_trace import rollout_trace_op
 
 from graph_planner.config.schema import RunConfig
@@ -139,7 +141,6 @@ def episode_summary(env: PlannerEnv, last: StepResult | None, rewards: list[floa
     }
 
 
-@register(AGENT_LOOP_NAME)
 class GraphPlannerAgentLoop(AgentLoopBase):
     """Runs one Graph Planner episode per ``run`` (verl makes a new instance per trajectory)."""
 
@@ -253,6 +254,3 @@ class GraphPlannerAgentLoop(AgentLoopBase):
             },
         )
 
-
-for _alias in AGENT_LOOP_NAMES[1:]:
-    register(_alias)(GraphPlannerAgentLoop)

@@ -59,7 +59,7 @@ def run_local(config: RunConfig, dry_run: bool) -> int:
 def run_verl(config: RunConfig, train_files: str | None, val_files: str | None, dry_run: bool) -> int:
     """Preflight, then submit the verl job to Ray (dry runs skip the GPU rules and the cluster GPU check)."""
     from graph_planner.config.preflight import preflight_check
-    from graph_planner.training.ray_job import submit_training_job, write_job_config
+    from graph_planner.training.ray_job import run_training_job, write_job_config
     from graph_planner.training.verl_config import default_data_paths
 
     if not dry_run:
@@ -74,7 +74,10 @@ def run_verl(config: RunConfig, train_files: str | None, val_files: str | None, 
     args = ["--config-file", str(write_job_config(config)), "--train-files", str(train)]
     if val:
         args += ["--val-files", str(Path(val).resolve())]
-    return submit_training_job(config, args, dry_run=dry_run, sink=typer.echo)
+    outcome = run_training_job(config, args, dry_run=dry_run, sink=typer.echo)
+    if outcome.code != 0 and outcome.message:
+        typer.echo(f"error: {outcome.message}", err=True)
+    return outcome.code
 
 
 def train_cmd(

@@ -1,10 +1,14 @@
-"""Submit the verl training run as a Ray job: GPU check, runtime env with the project, deadline, streamed logs.
+"""The one submission path of the verl training run: prepare -> submit -> follow, on a cluster or a private head.
 
-Exit codes: 0 the job SUCCEEDED; 1 it FAILED, was STOPPED or passed ``resources.job_deadline_s``; 2 it was refused
-before submission (cluster unreachable, token auth missing, not enough GPUs).
+``run_training_job`` is used by `gp train` and by the Prefect train task (which passes its retried wrapper of
+``submit_job``: only the submission is retried). Exit codes: 0 the job SUCCEEDED; 1 it FAILED, was STOPPED, was
+interrupted or passed ``resources.job_deadline_s``; 2 it was refused before submission (cluster unreachable,
+token auth missing, not enough GPUs, local head did not start).
 Auth: Ray 2.60 clusters use token auth; the client honours Ray's own ``RAY_AUTH_MODE=token`` with
 ``RAY_AUTH_TOKEN`` / ``RAY_AUTH_TOKEN_PATH`` (default ``~/.ray/auth_token``). The address is
-``resources.ray_address``, else Ray's ``RAY_ADDRESS``, else a local head started for this job.
+``resources.ray_address``, else Ray's ``RAY_ADDRESS``, else a private local head started for this job
+(:mod:`graph_planner.training.ray_head`; on a machine without CUDA the job runs verl on CPU through
+:mod:`graph_planner.training.verl_cpu`).
 """
 
 from __future__ import annotations
@@ -14,14 +18,18 @@ import contextlib
 import logging
 import os
 import shlex
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import graph_planner
 from graph_planner.config.schema import RunConfig
+from graph_planner.training.ray_head import MIN_LOGICAL_CPUS, LocalRayHead, RayHeadError, local_gpu_count
 
 log = logging.getLogger(__name__)
 
@@ -99,9 +107,6 @@ def connect(address: str):  # -> JobSubmissionClient
                              " Set resources.ray_address (or RAY_ADDRESS) to http://<head>:8265") from None
 
 
-_connect = connect  # the name tasks/training.py used first
-
-
 def cluster_gpus(dashboard_address: str, wait_s: float = 30.0) -> float:
     """Total GPUs of the cluster's alive nodes (Ray state API over the dashboard)."""
     from ray.util.state import list_nodes
@@ -124,26 +129,88 @@ def check_cluster_gpus(config: RunConfig, dashboard_address: str) -> None:
         raise ClusterRefused(
             f"Ray cluster at {dashboard_address} has {have:g} GPUs; the verl backend needs {layout.total} "
             f"({layout.nnodes} node(s) x {layout.n_gpus_per_node} GPU(s), from resources.num_gpus / num_nodes and "
-            "parallel.tensor_parallel_cgm). Point resources.ray_address at a GPU cluster, or use "
-            "training.backend=local on this machine (--dry-run validates the job without GPUs)")
+            "parallel.tensor_parallel_cgm). Point resources.ray_address at a GPU cluster, or leave it unset to "
+            "run on a private local head (--dry-run validates the job without GPUs)")
+
+
+@dataclass
+class Cluster:
+    """Where the job goes: a configured cluster, or a private local head started for it (``head``).
+
+    ``cpu_platform``: the local head has no CUDA device, so the job loads :mod:`graph_planner.training.verl_cpu`
+    (cpu platform, hf rollout) in every verl process.
+    """
+
+    address: str
+    head: LocalRayHead | None = None
+    cpu_platform: bool = False
 
 
 @contextlib.contextmanager
-def ray_cluster(config: RunConfig) -> Iterator[tuple[str, bool]]:
-    """Yield (address, started_here): the configured cluster, or a local head living as long as the block."""
+def ray_cluster(config: RunConfig, run_dir: Path) -> Iterator[Cluster]:
+    """The configured cluster (``resources.ray_address`` / ``RAY_ADDRESS``), or a private local head living as
+    long as the block (stopped by PID on every exit path, a failed start included)."""
     address = config.resources.ray_address or os.environ.get("RAY_ADDRESS")
     if address:
-        yield address, False
+        yield Cluster(address)
         return
-    import ray
+    gpus = local_gpu_count()
+    head = LocalRayHead(num_cpus=max(MIN_LOGICAL_CPUS, config.resources.ray_num_cpus), num_gpus=gpus or 1,
+                        log_path=run_dir / "verl" / "ray_head.log")
+    log.info("no resources.ray_address / RAY_ADDRESS: starting a private local Ray head for this job")
+    with head:
+        yield Cluster(head.dashboard_url, head, cpu_platform=gpus == 0)
 
-    log.info("no resources.ray_address / RAY_ADDRESS: starting a local Ray head for this job")
-    context = ray.init(num_cpus=config.resources.ray_num_cpus, include_dashboard=True, dashboard_host="127.0.0.1",
-                       configure_logging=False)
+
+@dataclass
+class JobSpec:
+    """Everything ``submit_job`` sends: built once by ``prepare_job``, so a retried submit sends the same job."""
+
+    entrypoint: str
+    runtime_env: dict[str, Any]
+    metadata: dict[str, str]
+    submission_id: str
+    check_gpus: bool
+
+
+def prepare_job(config: RunConfig, entrypoint_args: Sequence[str], cluster: Cluster, dry_run: bool = False) -> JobSpec:
+    """The job for ``cluster``: entrypoint (``--dry-run`` / ``--cpu`` added), runtime env, metadata, submission id."""
+    args = list(entrypoint_args)
+    if dry_run and "--dry-run" not in args:
+        args.append("--dry-run")
+    runtime_env = job_runtime_env(config)
+    if cluster.cpu_platform:
+        from graph_planner.training.verl_cpu import cpu_job_env_vars
+
+        runtime_env["env_vars"].update(cpu_job_env_vars())
+        if "--cpu" not in args:
+            args.append("--cpu")
+    python = sys.executable if cluster.head is not None else config.resources.ray_job_python
+    return JobSpec(entrypoint=job_entrypoint(python, args), runtime_env=runtime_env,
+                   metadata={"run_name": config.run_name, "dry_run": str(dry_run).lower()},
+                   submission_id=f"gp-{config.run_name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}",
+                   check_gpus=not dry_run)
+
+
+def _job_exists(client: Any, submission_id: str) -> bool:
     try:
-        yield f"http://{context.dashboard_url}", True
-    finally:
-        ray.shutdown()
+        client.get_job_info(submission_id)
+    except Exception:  # noqa: BLE001 - Ray raises a plain RuntimeError for "job not found", the normal case
+        return False
+    return True
+
+
+def submit_job(config: RunConfig, address: str, spec: JobSpec) -> str:
+    """Check the cluster's GPUs and submit; idempotent (a retry after a lost reply finds the job by its id)."""
+    client = connect(address)
+    if _job_exists(client, spec.submission_id):
+        return spec.submission_id
+    if spec.check_gpus:
+        check_cluster_gpus(config, client.get_address())
+    job_id = client.submit_job(entrypoint=spec.entrypoint, runtime_env=spec.runtime_env, metadata=spec.metadata,
+                               submission_id=spec.submission_id, entrypoint_num_cpus=0)
+    log.info("submitted Ray job %s to %s", job_id, address)
+    return job_id
 
 
 async def _tail(client: Any, job_id: str, sink: Callable[[str], None]) -> None:
@@ -153,7 +220,10 @@ async def _tail(client: Any, job_id: str, sink: Callable[[str], None]) -> None:
 
 
 def follow_job(client: Any, job_id: str, deadline_s: float, sink: Callable[[str], None]) -> int:
-    """Stream the job's logs until it ends or the deadline passes (then stop it); map its status to an exit code."""
+    """Stream the job's logs until it ends or the deadline passes (then stop it); map its status to an exit code.
+
+    Interrupted here (Ctrl-C, SIGTERM), the job is stopped before the interruption goes on.
+    """
     started = time.monotonic()
     try:
         asyncio.run(asyncio.wait_for(_tail(client, job_id, sink), timeout=deadline_s))
@@ -162,6 +232,12 @@ def follow_job(client: Any, job_id: str, deadline_s: float, sink: Callable[[str]
         client.stop_job(job_id)
         _wait_terminal(client, job_id, 30.0)
         return EXIT_FAILED
+    except BaseException:
+        log.error("interrupted: stopping Ray job %s", job_id)
+        with contextlib.suppress(Exception):
+            client.stop_job(job_id)
+            _wait_terminal(client, job_id, 30.0)
+        raise
     status = _wait_terminal(client, job_id, max(5.0, deadline_s - (time.monotonic() - started)))
     if status == "SUCCEEDED":
         return EXIT_SUCCEEDED
@@ -179,31 +255,82 @@ def _wait_terminal(client: Any, job_id: str, timeout_s: float) -> str:
     return status
 
 
-def submit_training_job(config: RunConfig, entrypoint_args: Sequence[str], dry_run: bool = False,
-                        sink: Callable[[str], None] | None = None) -> int:
-    """Submit ``python -m graph_planner.training.verl_entry <args>`` and follow it; returns the exit code.
+#: ``submit(config, address, spec) -> job id``; the Prefect task passes its retried wrapper of ``submit_job``.
+SubmitFn = Callable[[RunConfig, str, JobSpec], str]
+
+
+@dataclass
+class JobOutcome:
+    """How the job ended: exit code (0/1/2), its id, the cluster address and where its driver log is."""
+
+    code: int
+    job_id: str | None
+    address: str
+    log_path: str | None = None
+    message: str = ""
+
+
+class _Terminated(Exception):
+    """SIGTERM while following a job (turned into an exception so the job and the head are stopped)."""
+
+
+@contextlib.contextmanager
+def _sigterm_as_exception() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, _frame: Any) -> None:
+        raise _Terminated(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run_training_job(config: RunConfig, entrypoint_args: Sequence[str], dry_run: bool = False,
+                     sink: Callable[[str], None] | None = None, submit: SubmitFn = submit_job) -> JobOutcome:
+    """Prepare -> submit -> follow ``python -m graph_planner.training.verl_entry <args>`` on the run's cluster.
 
     With ``dry_run`` the entrypoint gets ``--dry-run`` (config, data and agent-loop checks, no training) and the
-    GPU check is skipped, so the job plumbing can be exercised on a CPU-only cluster.
+    GPU check is skipped, so the job plumbing can be exercised on any cluster. A failed or stopped job's outcome
+    names the job id and its log (copied to ``<run dir>/verl/`` when the head was local); an interrupted follow
+    stops the job (and a local head) before re-raising.
     """
     sink = sink or (lambda line: print(line, flush=True))
-    args = [*entrypoint_args, *(["--dry-run"] if dry_run and "--dry-run" not in entrypoint_args else [])]
+    run_dir = Path(config.logging.output_dir).resolve() / config.run_name
+    address, job_id = config.resources.ray_address or os.environ.get("RAY_ADDRESS") or "local head", None
     try:
-        with ray_cluster(config) as (address, started_here):
-            client = connect(address)
-            if dry_run:
-                log.info("dry run: skipping the GPU check of %s", address)
-            else:
-                check_cluster_gpus(config, client.get_address())
-            python = sys.executable if started_here else config.resources.ray_job_python
-            job_id = client.submit_job(
-                entrypoint=job_entrypoint(python, args), runtime_env=job_runtime_env(config),
-                metadata={"run_name": config.run_name, "dry_run": str(dry_run).lower()},
-                submission_id=f"gp-{config.run_name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}",
-                entrypoint_num_cpus=0,
-            )
-            log.info("submitted Ray job %s to %s", job_id, address)
-            return follow_job(client, job_id, config.resources.job_deadline_s, sink)
+        with _sigterm_as_exception(), ray_cluster(config, run_dir) as cluster:
+            address = cluster.address
+            spec = prepare_job(config, entrypoint_args, cluster, dry_run)
+            job_id = submit(config, cluster.address, spec)
+            try:
+                code = follow_job(connect(cluster.address), job_id, config.resources.job_deadline_s, sink)
+            finally:
+                kept = cluster.head.keep_job_log(job_id, run_dir / "verl") if cluster.head else None
+            where = str(kept) if kept else f"`ray job logs {job_id} --address {cluster.address}`"
+            if code == EXIT_SUCCEEDED:
+                return JobOutcome(code, job_id, cluster.address, str(kept) if kept else None)
+            message = f"Ray job {job_id} did not succeed; its log: {where}"
+            log.error("%s", message)
+            return JobOutcome(code, job_id, cluster.address, str(kept) if kept else None, message)
     except ClusterRefused as exc:
         log.error("%s", exc)
-        return EXIT_REFUSED
+        return JobOutcome(EXIT_REFUSED, job_id, address, message=str(exc))
+    except RayHeadError as exc:
+        log.error("%s", exc)
+        return JobOutcome(EXIT_REFUSED, None, address, message=str(exc))
+    except (KeyboardInterrupt, _Terminated) as exc:
+        message = (f"interrupted ({exc or 'Ctrl-C'}): Ray job {job_id or '(not submitted)'} stopped; its log: "
+                   f"{run_dir / 'verl' / f'job-driver-{job_id}.log'}; resume with --set training.resume_from=auto")
+        log.error("%s", message)
+        return JobOutcome(EXIT_FAILED, job_id, address, message=message)
+
+
+def submit_training_job(config: RunConfig, entrypoint_args: Sequence[str], dry_run: bool = False,
+                        sink: Callable[[str], None] | None = None) -> int:
+    """``run_training_job``'s exit code (``gp train``)."""
+    return run_training_job(config, entrypoint_args, dry_run=dry_run, sink=sink).code

@@ -236,11 +236,14 @@ def hydra_value(value: Any) -> str:
 
 
 def build_verl_overrides(config: RunConfig, data_paths: VerlDataPaths, run_dir: str | Path,
-                         agent_loop_config_path: str | Path | None = None) -> list[str]:
-    """``key=value`` strings for ``python -m verl.trainer.main_ppo``; ``verl_overrides`` last (it wins)."""
+                         agent_loop_config_path: str | Path | None = None,
+                         platform_overrides: Mapping[str, Any] | None = None) -> list[str]:
+    """``key=value`` strings for ``python -m verl.trainer.main_ppo``: the translated keys, then the platform's
+    (the CPU path's, :func:`graph_planner.training.verl_cpu.cpu_hydra_overrides`), then ``verl_overrides`` (it
+    wins)."""
     merged = base_overrides(config, data_paths, run_dir, agent_loop_config_path)
     schema = verl_schema_keys()
-    for key, value in flatten(config.verl_overrides).items():
+    for key, value in {**(platform_overrides or {}), **flatten(config.verl_overrides)}.items():
         bare = key.lstrip("+~")
         merged.pop(bare, None)
         merged[_passthrough_key(key, schema)] = value

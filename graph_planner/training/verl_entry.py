@@ -93,7 +93,17 @@ def agent_loop_yaml(run_dir: Path, target: str, run_config_path: str | Path) -> 
     return path
 
 
-def run(config: RunConfig, config_path: str, data: VerlDataPaths, agent_loop: str, dry_run: bool) -> int:
+def platform_overrides(cpu: bool) -> dict[str, object]:
+    """The CPU path's verl overrides (``--cpu``: the job runs on a GPU-less local head), else none."""
+    if not cpu:
+        return {}
+    from graph_planner.training.verl_cpu import cpu_hydra_overrides
+
+    return cpu_hydra_overrides()
+
+
+def run(config: RunConfig, config_path: str, data: VerlDataPaths, agent_loop: str, dry_run: bool,
+        cpu: bool = False) -> int:
     run_dir = Path(config.resolved_run_dir or Path(config.logging.output_dir) / config.run_name).resolve()
     problems: list[str] = []
     rows = {}
@@ -107,7 +117,7 @@ def run(config: RunConfig, config_path: str, data: VerlDataPaths, agent_loop: st
         problems.append(problem)
     loop_yaml = run_dir / "verl" / "agent_loops.yaml"
     try:
-        overrides = build_verl_overrides(config, data, run_dir, loop_yaml)
+        overrides = build_verl_overrides(config, data, run_dir, loop_yaml, platform_overrides(cpu))
         compose_verl_config(overrides)
     except Exception as exc:  # noqa: BLE001 - translation / Hydra errors, reported with the rest
         problems.append(f"verl config: {exc}")
@@ -122,7 +132,7 @@ def run(config: RunConfig, config_path: str, data: VerlDataPaths, agent_loop: st
     agent_loop_yaml(run_dir, agent_loop, config_path)
     if config.paths.planner_model == "toy":
         config.paths.planner_model = resolve_model_path("toy", config.paths.cache_dir)
-        overrides = build_verl_overrides(config, data, run_dir, loop_yaml)
+        overrides = build_verl_overrides(config, data, run_dir, loop_yaml, platform_overrides(cpu))
     return subprocess.call([sys.executable, "-m", "verl.trainer.main_ppo", *overrides])
 
 
@@ -133,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--val-files", help="val parquet (default beside the train file)")
     parser.add_argument("--agent-loop", default=DEFAULT_AGENT_LOOP, help="module:Class of the verl agent loop")
     parser.add_argument("--dry-run", action="store_true", help="validate config, data and agent loop; no training")
+    parser.add_argument("--cpu", action="store_true",
+                        help="GPU-less head: verl's cpu platform and hf rollout (graph_planner.training.verl_cpu)")
     args = parser.parse_args(argv)
     try:
         config = load_run_config(args.config_file, yaml_only=True)
@@ -142,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     default = default_data_paths(config)
     data = VerlDataPaths(train=args.train_files or default.train,
                          val=args.val_files or (None if args.train_files else default.val))
-    return run(config, args.config_file, data, args.agent_loop, args.dry_run)
+    return run(config, args.config_file, data, args.agent_loop, args.dry_run, cpu=args.cpu)
 
 
 if __name__ == "__main__":
