@@ -1,6 +1,7 @@
-"""The training task's verl path against a fake Ray cluster (no GPU can exist here, and verl needs one): the job
-submission is retried on a transient error, the job's log lines stream as ``[ray] ...`` into the run logger and
-the progress artifact, and a failed job fails the step without any retry."""
+"""The training task's verl path against a fake Ray client (a transient submit error cannot be provoked on a real
+head): the job submission is retried on a transient error, the job's log lines stream as ``[ray] ...`` into the
+run logger and the progress artifact, and a failed job fails the step without any retry. The real verl job on a
+real head: tests/test_training_verl_job.py."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def train_step_only(config_file: str, registry: str) -> str:
 
 
 class FakeRayClient:
-    """Stands in for ray.job_submission.JobSubmissionClient (a verl job cannot run without GPUs)."""
+    """Stands in for ray.job_submission.JobSubmissionClient (it fails the first submits on purpose)."""
 
     def __init__(self, fail_submits: int) -> None:
         self.fail_submits = fail_submits
@@ -62,8 +63,9 @@ def fake_cluster(monkeypatch: pytest.MonkeyPatch, client: FakeRayClient, job_out
             (workspace / "runs/local_debug/checkpoints/global_step_2/actor/huggingface").mkdir(parents=True)
         return job_outcome
 
-    monkeypatch.setattr(ray_job, "ray_cluster", lambda config: contextlib.nullcontext(("http://fake:8265", False)))
-    monkeypatch.setattr(ray_job, "_connect", lambda address: client)
+    monkeypatch.setattr(ray_job, "ray_cluster",
+                        lambda config, run_dir: contextlib.nullcontext(ray_job.Cluster("http://fake:8265")))
+    monkeypatch.setattr(ray_job, "connect", lambda address: client)
     monkeypatch.setattr(ray_job, "check_cluster_gpus", lambda config, address: gpu_checks.append(address))
     monkeypatch.setattr(ray_job, "follow_job", follow_job)
     return gpu_checks
