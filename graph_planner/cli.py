@@ -7,6 +7,7 @@ import logging
 import typer
 from rich.console import Console
 
+from graph_planner.cli_help import attach_examples
 from graph_planner.config.cli_options import (
     Agent,
     CgmModelPath,
@@ -28,7 +29,8 @@ from graph_planner.config.cli_options import (
 )
 
 app = typer.Typer(help="Graph Planner: data, sandboxes, training and evaluation of repair agents.",
-                  no_args_is_help=True, pretty_exceptions_enable=False)
+                  no_args_is_help=True, pretty_exceptions_enable=False,
+                  rich_markup_mode=None)  # plain Click help: whole option names at 80 columns (cli_help.py)
 console = Console(stderr=True)
 
 
@@ -109,6 +111,7 @@ from graph_planner.training.commands import train_cmd  # noqa: E402
 
 app.command("train")(train_cmd)
 
+attach_examples(app)
 
 if __name__ == "__main__":
     app()

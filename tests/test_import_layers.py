@@ -32,6 +32,7 @@ LAYERS = [
     "graph_planner.validation",
     "graph_planner.eval",
     "graph_planner.training",
+    "graph_planner.cli_help",  # help text of the gp command (examples), below the command itself
     "graph_planner.cli",
     "tasks",
     "flows",

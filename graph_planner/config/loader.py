@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import difflib
 import logging
 from collections.abc import Mapping
 from pathlib import Path
@@ -83,14 +84,37 @@ def read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
+def _known_keys(loc: tuple[Any, ...]) -> list[str]:
+    """Field names (and aliases) of the config section at ``loc`` (the parent of an unknown key)."""
+    model: Any = RunConfig
+    for part in loc:
+        field = getattr(model, "model_fields", {}).get(part)
+        if field is None:
+            return []
+        model = field.annotation
+    fields = getattr(model, "model_fields", {})
+    return sorted({*fields, *(f.alias for f in fields.values() if f.alias)})
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def _validation_message(exc: ValidationError, source: str) -> str:
     lines = [f"invalid run config ({source}):"]
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"]) or "<root>"
         if err["type"] == "extra_forbidden":
-            lines.append(f"  {key}: unknown key")
-        else:
-            lines.append(f"  {key}: {err['msg']} (got {err.get('input')!r})")
+            close = difflib.get_close_matches(str(err["loc"][-1]), _known_keys(tuple(err["loc"][:-1])), n=3)
+            hint = f"; did you mean {' or '.join('.'.join([*map(str, err['loc'][:-1]), c]) for c in close)}?" \
+                if close else ""
+            lines.append(f"  {key}: unknown key{hint}")
+        elif err["loc"] and not isinstance(err.get("input"), Mapping):
+            lines.append(f"  {key}: {err['msg']} (got {_short(err.get('input'))})")
+        else:  # a section- or config-level rule: its message names the keys; the input is a whole section
+            message = err["msg"].removeprefix("Value error, ")
+            lines.append(f"  {message}" if key == "<root>" else f"  {key}: {message}")
     return "\n".join(lines)
 
 

@@ -1,0 +1,59 @@
+"""How `gp --help` reads: plain Click help (wraps to any width, whole option names at 80 columns, no type badges
+on flags) and an Examples block under every command, kept here in one table so a test can check none is missing."""
+
+from __future__ import annotations
+
+import typer
+
+#: Examples per command path ("data prepare"); each line is shown as typed, not re-wrapped.
+EXAMPLES: dict[str, list[str]] = {
+    "config": ["gp config -c configs/experiments/local_debug.yaml --print-config",
+               "gp config -c configs/experiments/planner_8g.yaml --set training.lr=1e-6 --run-name try-lr"],
+    "preflight": ["gp preflight -c configs/experiments/planner_8g.yaml"],
+    "validate-tasks": ["gp validate-tasks prepared/swebench/test.jsonl --backend local",
+                       "gp validate-tasks prepared/ --split train --limit 5 --backend docker"],
+    "data prepare": ["gp data prepare -c configs/experiments/local_debug.yaml",
+                     "gp data prepare --swebench-dataset princeton-nlp/SWE-bench_Verified --skip-r2e --out prepared"],
+    "data register": ["gp data register prepared --name graph_planner_repoenv --rllm-layout"],
+    "data manifest": ["gp data manifest prepared --docker-manifest prepared/docker_images.txt"],
+    "smoke": ["gp smoke --task graphplanner-samples__invcalc-1 --synthesizer gold --require-resolved",
+              "gp smoke --backend docker --synthesizer none"],
+    "serve": ["gp serve --model toy --port 8000",
+              "gp serve --model models/CodeFuse-CGM --served-model-name cgm --dtype bfloat16"],
+    "graph build": ["gp graph build datasets/sample/repos/invcalc --out invcalc.graph.json",
+                    "gp graph build --task graphplanner-samples__minicfg-3"],
+    "graph find": ["gp graph find 'cart add' datasets/sample/repos/invcalc",
+                   "gp graph find 'symbol:Money path:invcalc/*' --graph invcalc.graph.json"],
+    "graph expand": ["gp graph expand fn:invcalc/cart.py::Cart.add --graph invcalc.graph.json --hop 2"],
+    "graph read": ["gp graph read fn:invcalc/cart.py::Cart.add datasets/sample/repos/invcalc --context 2"],
+    "sandbox reap": ["gp sandbox reap --dry-run", "gp sandbox reap --run-id 3f2a9c"],
+    "images build": ["gp images build prepared --split test"],
+    "images prepull": ["gp images prepull --manifest prepared/docker_images.txt --max-workers 8 --retries 3"],
+    "eval": ["gp eval -c configs/experiments/local_debug.yaml --limit 4",
+             "gp eval --dataset prepared/swebench/test.jsonl --model-path runs/x/checkpoints/global_step_3/hf "
+             "--sandbox docker --run-name nightly"],
+    "train": ["gp train -c configs/experiments/local_debug.yaml --set training.total_steps=3",
+              "gp train -c configs/experiments/planner_8g.yaml --dry-run"],
+}
+
+
+def _epilog(lines: list[str]) -> str:
+    # "\b" tells Click to keep the following paragraph's line breaks
+    return "Examples:\n\n\b\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def attach_examples(app: typer.Typer, prefix: str = "") -> None:
+    """Set each registered command's (and group's) epilog from EXAMPLES, recursing into sub-apps (`gp data ...`);
+    a group shows the examples of its commands."""
+    for command in app.registered_commands:
+        name = command.name or (command.callback.__name__ if command.callback else "")
+        lines = EXAMPLES.get(f"{prefix}{name}")
+        if lines and not command.epilog:
+            command.epilog = _epilog(lines)
+    for group in app.registered_groups:
+        if group.typer_instance is not None:
+            name = f"{prefix}{group.name} "
+            attach_examples(group.typer_instance, name)
+            lines = [line for path, examples in EXAMPLES.items() if path.startswith(name) for line in examples]
+            if lines and not group.epilog:
+                group.epilog = _epilog(lines)
