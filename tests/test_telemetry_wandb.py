@@ -134,3 +134,59 @@ def test_reader_rejects_non_wandb_file_and_corruption(tmp_path: Path) -> None:
     with pytest.raises(WandbFileError, match="CRC mismatch"):
         read_offline_run(broken)
 
+
+
+def test_wandb_runs_carry_tags_group_job_type_and_unique_names(tmp_path: Path) -> None:
+    from graph_planner.telemetry.wandb_tracker import git_sha
+
+    config = _offline_config(tmp_path, **{"logging.wandb.tags": ["ablation-a"]})
+    names = []
+    for job_type in ("train", "eval"):
+        tracker = make_tracker(config, job_type=job_type)
+        tracker.log({"reward/mean": 1.0}, step=1)
+        links = tracker.links()
+        tracker.finish()
+        run = read_offline_run(Path(links["wandb_offline_dir"]).parent)
+        assert run.job_type == job_type
+        assert run.group == "wb"  # the run name: a run's train and eval sit together
+        assert f"config:{config.experiment.name}" in run.tags and "backend:local" in run.tags
+        assert "ablation-a" in run.tags
+        sha = git_sha()
+        assert sha is None or f"git:{sha}" in run.tags
+        assert run.name.startswith(f"wb-{job_type}-")
+        names.append(run.name)
+    assert len(set(names)) == 2
+
+
+def test_wandb_explicit_name_and_group_win(tmp_path: Path) -> None:
+    config = _offline_config(tmp_path, **{"logging.wandb.run_name": "mine", "logging.wandb.group": "pipeline-7"})
+    tracker = make_tracker(config, job_type="eval")
+    links = tracker.links()
+    tracker.finish()
+    run = read_offline_run(Path(links["wandb_offline_dir"]).parent)
+    assert (run.name, run.group, run.job_type) == ("mine", "pipeline-7", "eval")
+
+
+def test_wandb_holds_eval_table_plots_and_opt_in_checkpoint(tmp_path: Path) -> None:
+    from graph_planner.telemetry import plots
+
+    config = _offline_config(tmp_path, **{"logging.wandb.log_checkpoints": True})
+    png = plots.save_figure(plots.outcomes_figure({"resolved": 1, "timeout": 2}, "wb"), tmp_path / "outcomes.png")
+    model_dir = tmp_path / "ckpt" / "model"
+    model_dir.mkdir(parents=True)
+    (model_dir / "config.json").write_text("{}")
+    tracker = make_tracker(config, job_type="eval")
+    tracker.log_table("eval/tasks", ["instance_id", "resolved"], [{"instance_id": "t-1", "resolved": True},
+                                                                   {"instance_id": "t-2", "resolved": False}])
+    tracker.log_images({"outcomes": png, "missing": tmp_path / "nope.png"})
+    tracker.log_artifact(model_dir, name="wb-model", kind="model")
+    links = tracker.links()
+    tracker.finish()
+    run_dir = Path(links["wandb_offline_dir"]).parent
+    run = read_offline_run(run_dir)
+    logged = {key for row in run.history for key in row}
+    assert {"eval/tasks", "plots/outcomes"} <= logged and "plots/missing" not in logged
+    table_row = next(row for row in run.history if "eval/tasks" in row)
+    assert table_row["eval/tasks"]["_type"] == "table-file" and table_row["eval/tasks"]["nrows"] == 2
+    models = [a for a in run.artifacts if a["type"] == "model"]  # (W&B also stores the table as a run_table)
+    assert [a["name"] for a in models] == ["wb-model"] and "config.json" in models[0]["files"]

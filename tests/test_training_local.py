@@ -259,3 +259,31 @@ def test_training_curves_png_from_the_jsonl_tracker(tmp_path):
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     png = plot_training_curves(tmp_path)
     assert png == tmp_path / "training_curves.png" and png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_checkpoint_is_uploaded_only_when_asked(tmp_path) -> None:
+    from graph_planner.config.loader import load_run_config
+    from graph_planner.training.local_run import publish_training
+
+    class Recorder:
+        def __init__(self) -> None:
+            self.calls: list[tuple] = []
+
+        def log_images(self, images) -> None:
+            self.calls.append(("images", sorted(images)))
+
+        def log_artifact(self, path, name, kind) -> None:
+            self.calls.append(("artifact", str(path), name, kind))
+
+    checkpoint = tmp_path / "step_3"
+    (checkpoint / "model").mkdir(parents=True)
+    curves = tmp_path / "training_curves.png"
+    for flag, expected_artifacts in ((False, 0), (True, 1)):
+        config = load_run_config(cli_overrides={"logging.wandb.log_checkpoints": flag,
+                                                "experiment.run_name": "ck"}, write=False)
+        recorder = Recorder()
+        publish_training(recorder, config, curves, checkpoint)
+        artifacts = [c for c in recorder.calls if c[0] == "artifact"]
+        assert len(artifacts) == expected_artifacts
+        assert ("images", ["training_curves"]) in recorder.calls
+    assert artifacts[0][1:] == (str(checkpoint / "model"), "ck-model", "model")

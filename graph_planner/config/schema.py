@@ -205,6 +205,11 @@ class WandbConfig(Section):
     run_name: str | None = Field(None, description="W&B run name (default: run name).")
     api_key: SecretStr | None = Field(None, description="W&B API key (never written; prefer WANDB_API_KEY).")
     watch: WandbWatchConfig = Field(default_factory=WandbWatchConfig)
+    tags: list[str] = Field(default_factory=list, description="Extra W&B tags (config name, backend and git sha "
+                            "are always added).")
+    group: str | None = Field(None, description="W&B group (default: the run name, so a run's train and eval "
+                              "runs sit together; the pipeline flow sets one group per flow run).")
+    log_checkpoints: bool = Field(False, description="Upload the final checkpoint as a W&B model artifact.")
 
 
 class LoggingConfig(Section):

@@ -112,10 +112,11 @@ def evaluate_dataset(config: RunConfig, dataset: str | Path | None = None, conso
         def results_iter(todo: list[TaskRecord]) -> Iterable[TaskResult]:
             return iter_local(todo, episode_fn, config.eval.batch_size)
 
+    from graph_planner.eval.tracking import publish_eval
     from graph_planner.telemetry.session import run_telemetry
 
     started = time.monotonic()
-    with run_telemetry(config, run_dir) as tracker:
+    with run_telemetry(config, run_dir, job_type="eval") as tracker:
         resolved = 0
 
         def track(result: TaskResult, done: int, total: int) -> None:
@@ -136,5 +137,5 @@ def evaluate_dataset(config: RunConfig, dataset: str | Path | None = None, conso
             console=console,
             on_result=track,
         )
-        tracker({"eval/resolved_rate": outcome.summary["resolved_rate"]}, len(tasks) + 1)
+        publish_eval(tracker, outcome, len(tasks) + 1)
     return outcome

@@ -13,12 +13,13 @@ from graph_planner.telemetry.trackers import MultiTracker, make_tracker
 
 
 @contextmanager
-def run_telemetry(config: RunConfig, run_dir: str | Path | None = None) -> Iterator[MultiTracker]:
+def run_telemetry(config: RunConfig, run_dir: str | Path | None = None,
+                  job_type: str = "train") -> Iterator[MultiTracker]:
     """Yield the run's tracker (also usable as ``log_fn(metrics, step)``); on exit stop heartbeats, then finish.
 
     Heartbeats run only when ``telemetry.log_gpu`` or ``telemetry.log_ray`` is on.
     """
-    tracker = make_tracker(config, run_dir)
+    tracker = make_tracker(config, run_dir, job_type=job_type)
     heartbeat: Heartbeat | None = None
     try:
         tracker.log(parallel_metrics(config), step=0)

@@ -13,7 +13,7 @@ import math
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Protocol, runtime_checkable
 
@@ -190,9 +190,35 @@ class MultiTracker:
 
     def watch(self, model: Any) -> None:
         """Forward to trackers that can watch a local model (W&B, when ``logging.wandb.watch.enabled``)."""
+        self._each("watch", model)
+
+    def log_table(self, key: str, columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> None:
+        """A table (e.g. per-task eval results) to the trackers that hold tables (W&B)."""
+        self._each("log_table", key, columns, rows)
+
+    def log_images(self, images: Mapping[str, str | Path]) -> None:
+        """PNG plots to the trackers that hold images (W&B)."""
+        self._each("log_images", images)
+
+    def log_artifact(self, path: str | Path, name: str, kind: str = "model") -> None:
+        """A checkpoint dir or file to the trackers that version artifacts (W&B)."""
+        self._each("log_artifact", path, name, kind)
+
+    def links(self) -> dict[str, str]:
+        """Where each tracker's run can be looked at (W&B URL, or its offline dir to `wandb sync`)."""
+        out: dict[str, str] = {}
         for tracker in self.trackers.values():
-            if hasattr(tracker, "watch"):
-                tracker.watch(model)
+            if hasattr(tracker, "links"):
+                out.update(tracker.links())
+        return out
+
+    def _each(self, method: str, *args: Any) -> None:
+        with self._lock:
+            if self._finished:
+                return
+            for tracker in self.trackers.values():
+                if hasattr(tracker, method):
+                    getattr(tracker, method)(*args)
 
     def finish(self) -> None:
         with self._lock:
@@ -227,8 +253,10 @@ def selected_trackers(config: RunConfig) -> list[str]:
     return names
 
 
-def make_tracker(config: RunConfig, run_dir: str | Path | None = None) -> MultiTracker:
-    """Build the trackers the config selects and log the secret-free resolved config to each."""
+def make_tracker(config: RunConfig, run_dir: str | Path | None = None, job_type: str = "train") -> MultiTracker:
+    """Build the trackers the config selects and log the secret-free resolved config to each.
+
+    ``job_type`` (train / eval) labels the run where a tracker has the notion (W&B's job_type, tags, group)."""
     from graph_planner.config.loader import config_to_dict
 
     run_dir = Path(run_dir or config.resolved_run_dir or Path(config.logging.output_dir) / config.run_name)
@@ -246,7 +274,7 @@ def make_tracker(config: RunConfig, run_dir: str | Path | None = None) -> MultiT
             raw = kwargs_by_name.get(name) or {}
             if not isinstance(raw, Mapping):
                 raise TypeError(f"logging.tracker_kwargs.{name} must be a mapping of arguments, got {raw!r}")
-            trackers[name] = _build(name, config, run_dir, config_dict, dict(raw))
+            trackers[name] = _build(name, config, run_dir, config_dict, dict(raw), job_type)
     except Exception:
         for tracker in trackers.values():
             tracker.finish()
@@ -256,7 +284,17 @@ def make_tracker(config: RunConfig, run_dir: str | Path | None = None) -> MultiT
     return multi
 
 
-def _build(name: str, config: RunConfig, run_dir: Path, config_dict: dict[str, Any], kwargs: dict[str, Any]) -> Tracker:
+def run_tags(config: RunConfig) -> list[str]:
+    """Tags every tracked run carries: the config it came from, the training backend, the code's git sha."""
+    from graph_planner.telemetry.wandb_tracker import git_sha
+
+    tags = [f"config:{config.experiment.name}", f"backend:{config.training.backend}"]
+    sha = git_sha()
+    return [*tags, f"git:{sha}"] if sha else tags
+
+
+def _build(name: str, config: RunConfig, run_dir: Path, config_dict: dict[str, Any], kwargs: dict[str, Any],
+           job_type: str = "train") -> Tracker:
     try:
         if name == "stdout":
             return StdoutTracker(**kwargs)
@@ -267,7 +305,8 @@ def _build(name: str, config: RunConfig, run_dir: Path, config_dict: dict[str, A
         if name == "wandb":
             from graph_planner.telemetry.wandb_tracker import WandbTracker
 
-            return WandbTracker(config.logging.wandb, run_dir, config_dict, default_name=config.run_name, **kwargs)
+            return WandbTracker(config.logging.wandb, run_dir, config_dict, default_name=config.run_name,
+                                job_type=job_type, tags=run_tags(config), **kwargs)
     except TypeError as exc:
         raise TypeError(f"logging.tracker_kwargs.{name}: {exc}") from exc
     raise ValueError(f"unknown tracker {name!r}; choose from wandb, tensorboard, stdout (console), jsonl")

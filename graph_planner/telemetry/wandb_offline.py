@@ -36,6 +36,11 @@ class OfflineRun:
     history: list[dict[str, Any]] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
     complete: bool = False  # the exit record is there: wandb has finished writing the run
+    name: str = ""
+    group: str = ""
+    job_type: str = ""
+    tags: list[str] = field(default_factory=list)
+    artifacts: list[dict[str, Any]] = field(default_factory=list)  # name, type, files (paths inside it)
 
     def metric(self, key: str) -> list[tuple[int, Any]]:
         """(step, value) pairs of one metric across history rows."""
@@ -123,6 +128,11 @@ def read_offline_run(path: str | Path) -> OfflineRun:
         if kind == "run":
             for item in record.run.config.update:
                 _assign(run.config, item, _config_value(item.value_json))
+            run.name, run.group, run.job_type = record.run.display_name, record.run.run_group, record.run.job_type
+            run.tags = list(record.run.tags)
+        elif kind == "artifact":
+            run.artifacts.append({"name": record.artifact.name, "type": record.artifact.type,
+                                  "files": [entry.path for entry in record.artifact.manifest.contents]})
         elif kind == "config":
             for item in record.config.update:
                 _assign(run.config, item, _config_value(item.value_json))

@@ -7,7 +7,10 @@ to wandb only through its settings and only for online runs, never written to th
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import re
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,8 @@ class WandbTracker:
         run_dir: str | Path,
         config_dict: Mapping[str, Any],
         default_name: str | None = None,
+        job_type: str | None = None,
+        tags: Sequence[str] = (),
         **init_kwargs: Any,
     ) -> None:
         try:
@@ -48,7 +53,11 @@ class WandbTracker:
             settings["api_key"] = cfg.api_key.get_secret_value()
         init_kwargs.setdefault("project", cfg.project)
         init_kwargs.setdefault("entity", cfg.entity)
-        init_kwargs.setdefault("name", cfg.run_name or default_name)
+        # an explicit name is the user's; a derived one is made unique, so runs of one config stay apart
+        init_kwargs.setdefault("name", cfg.run_name or unique_run_name(default_name or "run", job_type))
+        init_kwargs.setdefault("group", cfg.group or default_name)
+        init_kwargs.setdefault("job_type", job_type)
+        init_kwargs.setdefault("tags", list(dict.fromkeys([*tags, *cfg.tags])))
         try:
             self.run = wandb.init(
                 mode="offline" if cfg.offline else "online",
@@ -69,6 +78,38 @@ class WandbTracker:
 
     def log(self, metrics: Mapping[str, float], step: int) -> None:
         self.run.log(dict(metrics), step=step)
+
+    def log_table(self, key: str, columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> None:
+        """A `wandb.Table` (e.g. the per-task eval results), browsable and filterable in the W&B UI."""
+        import wandb
+
+        data = [[_cell(row.get(column)) for column in columns] for row in rows]
+        self.run.log({key: wandb.Table(columns=list(columns), data=data)})
+
+    def log_images(self, images: Mapping[str, str | Path]) -> None:
+        """PNG plots as `wandb.Image`s under ``plots/<name>``."""
+        import wandb
+
+        present = {name: Path(path) for name, path in images.items() if Path(path).is_file()}
+        if present:
+            self.run.log({f"plots/{name}": wandb.Image(str(path)) for name, path in present.items()})
+
+    def log_artifact(self, path: str | Path, name: str, kind: str = "model") -> None:
+        """Upload a file or directory (a checkpoint) as a versioned W&B artifact."""
+        import wandb
+
+        path = Path(path)
+        artifact = wandb.Artifact(name=name, type=kind)
+        if path.is_dir():
+            artifact.add_dir(str(path))
+        else:
+            artifact.add_file(str(path))
+        self.run.log_artifact(artifact)
+
+    def links(self) -> dict[str, str]:
+        """Where to look at this run: its URL online, its local run dir offline (for `wandb sync`)."""
+        url = getattr(self.run, "url", None)
+        return {"wandb": url} if url and not self.cfg.offline else {"wandb_offline_dir": str(self.run.dir)}
 
     def log_config(self, config: Mapping[str, Any]) -> None:
         self.run.config.update(dict(config), allow_val_change=True)
@@ -92,3 +133,25 @@ class WandbTracker:
             if not wait_for_complete_run(self.run_file, timeout_s=flush_timeout_s):
                 log.warning("W&B run file %s not complete after %.0fs; `wandb sync` may miss its tail",
                             self.run_file, flush_timeout_s)
+
+
+def unique_run_name(base: str, job_type: str | None) -> str:
+    """``<run name>-<job type>-<UTC time>``: W&B lists runs by name, and every run of a config had the same one."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    return "-".join(part for part in (base, job_type, stamp) if part)
+
+
+def git_sha(path: str | Path | None = None) -> str | None:
+    """Short sha of the checkout the code runs from (None outside a git checkout), for run tags."""
+    where = Path(path) if path else Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short=10", "HEAD"], cwd=where, capture_output=True, text=True,
+                             timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    sha = out.stdout.strip()
+    return sha if out.returncode == 0 and re.fullmatch(r"[0-9a-f]{7,40}", sha) else None
+
+
+def _cell(value: Any) -> Any:
+    return value if value is None or isinstance(value, (str, int, float, bool)) else str(value)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ class LocalTrainResult:
     step: int
     checkpoint: Path | None
     curves_png: Path | None
+    tracking: dict[str, str] = field(default_factory=dict)  # W&B URL or offline dir, when W&B ran
 
 
 def train_local(config: RunConfig, on_step: Callable[[dict[str, float], int, int], None] | None = None,
@@ -61,8 +62,22 @@ def train_local(config: RunConfig, on_step: Callable[[dict[str, float], int, int
         trainer = LocalGRPOTrainer(config, rollout_with_metrics, tasks, log_fn=log_fn)
         tracker.watch(trainer.model)
         trainer.train()
-    curves = plot_training_curves(trainer.run_dir)
-    return LocalTrainResult(trainer.run_dir, trainer.step, latest_checkpoint(trainer.run_dir), curves)
+        curves = plot_training_curves(trainer.run_dir, config.run_name)
+        checkpoint = latest_checkpoint(trainer.run_dir)
+        publish_training(tracker, config, curves, checkpoint)
+        links = tracker.links()
+    return LocalTrainResult(trainer.run_dir, trainer.step, checkpoint, curves, links)
+
+
+def publish_training(tracker: Any, config: RunConfig, curves: Path | None, checkpoint: Path | None) -> None:
+    """The curves as an image and, when ``logging.wandb.log_checkpoints``, the final checkpoint as an artifact."""
+    if curves is not None:
+        tracker.log_images({"training_curves": curves})
+    if checkpoint is not None and config.logging.wandb.log_checkpoints:
+        from graph_planner.training.checkpoint import MODEL_DIR
+
+        model = checkpoint / MODEL_DIR  # the HF model dir (weights + tokenizer), not the optimizer state
+        tracker.log_artifact(model if model.is_dir() else checkpoint, name=f"{config.run_name}-model", kind="model")
 
 
 def plot_training_curves(run_dir: Path, run_name: str | None = None) -> Path | None:
