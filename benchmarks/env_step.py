@@ -18,6 +18,7 @@ from typing import Any
 
 from graph_planner.codegraph import GraphCache
 from graph_planner.config.schema import RunConfig
+from graph_planner.env.assembly import open_env
 from graph_planner.env.planner_env import PlannerEnv
 from graph_planner.env.samples import sample_task
 from graph_planner.episode.actions import (
@@ -31,7 +32,6 @@ from graph_planner.episode.actions import (
     Repair,
 )
 from graph_planner.models.synthesizers import GoldSynthesizer
-from graph_planner.sandbox.factory import make_sandbox
 
 TARGET_MS = 10.0
 
@@ -88,9 +88,9 @@ def main() -> None:
     args = parser.parse_args()
     task = sample_task(args.task)
     config = RunConfig()
-    with tempfile.TemporaryDirectory() as cache_dir, make_sandbox(task, config, None, "bench-env-step") as sandbox:
-        cache = GraphCache(cache_dir)
-        env = PlannerEnv(task, sandbox, config, synthesizer=GoldSynthesizer(task), graph_cache=cache)
+    with tempfile.TemporaryDirectory() as cache_dir, open_env(task, config, None, "bench-env-step",
+                                                            cache=GraphCache(cache_dir),
+                                                            synthesizer=GoldSynthesizer(task)) as env:
         started = time.perf_counter()
         env.reset()
         reset_cold = time.perf_counter() - started

@@ -9,6 +9,7 @@ from pathlib import Path
 from prefect import get_run_logger, task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
+from graph_planner.config.paths import REGISTRY
 from graph_planner.data.manifest import resolve_manifest
 from graph_planner.data.prepare import PrepareSummary, prepare_datasets
 from graph_planner.data.registry import register_dataset as register_split
@@ -18,7 +19,7 @@ from tasks.config import load_resolved
 from tasks.retry import IO_RETRIES, IO_RETRY_DELAYS, IO_RETRY_JITTER, transient_only
 
 #: Sub-dir of the prepared data dir where registration writes verl parquet (same place as `gp data register`).
-REGISTRY_DIR = "registry"
+REGISTRY_DIR = REGISTRY  # the prepared dir's registry, as in RunPaths.registry
 #: Config values that decide what prepare_datasets writes, and the local sources whose bytes it reads.
 DATA_KEYS = ConfigKeys(keys=("data",), exclude=("data.dataset_name",), files=("data.r2e_dataset", "data.swebench_dataset", "data.custom_path",
                                               "data.repos_dir"))

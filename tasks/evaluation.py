@@ -15,6 +15,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import INPUTS, NO_CACHE, TASK_SOURCE
 from prefect.transactions import get_transaction
 
+from graph_planner.config.paths import run_paths
 from graph_planner.eval.results import ResultsStore, TaskResult
 from tasks.artifacts import ProgressArtifact, artifact_key, link_files, table_rows
 from tasks.caching import ConfigKeys, ExistingOutputs, InputFileContents, LibrarySource
@@ -43,8 +44,7 @@ def evaluate(config_file: str, model: str | None = None) -> str:
         config.paths.planner_model = model
     transaction = get_transaction()
     fingerprint = (transaction.key if transaction and transaction.key else "uncached")[:16]
-    assert config.resolved_run_dir is not None
-    eval_dir = Path(config.resolved_run_dir) / "evals" / fingerprint / "eval"
+    eval_dir = run_paths(config).evals / fingerprint / "eval"
     bar = ProgressArtifact("eval-progress", f"tasks evaluated ({config.run_name})")
     logger = get_run_logger()
 
@@ -85,7 +85,7 @@ def publish_report(config_file: str, eval_dir: str, model: str | None = None) ->
                           description=f"per-task eval results of {config.run_name}")
     files = {name: directory / name for name in ("report.md", "report.json", "predictions.jsonl", "results.jsonl",
                                                   "resolved_rate.png", "outcomes.png", "steps_hist.png")}
-    curves = Path(config.resolved_run_dir or "") / "training_curves.png"
+    curves = run_paths(config).training_curves
     if curves.is_file():
         files["training_curves.png"] = curves
     link_files(files, key_prefix=run)  # the resolved config is linked by resolve-config

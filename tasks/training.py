@@ -15,6 +15,7 @@ from typing import Any
 from prefect import get_run_logger, task
 from prefect.cache_policies import INPUTS, NO_CACHE, TASK_SOURCE
 
+from graph_planner.config.paths import parquet_path, run_paths
 from graph_planner.config.schema import RunConfig
 from tasks.artifacts import ProgressArtifact
 from tasks.caching import ConfigKeys, ExistingOutputs, InputFileContents, LibrarySource
@@ -67,11 +68,10 @@ def train_verl(config: RunConfig, config_file: str, registry: str, bar: Progress
     from graph_planner.training import ray_job
 
     logger = get_run_logger()
-    parquet = Path(registry) / config.data.dataset_name
-    args = ["--config-file", str(ray_job.write_job_config(config)),
-            "--train-files", str((parquet / "train.parquet").resolve())]
-    if (parquet / "val.parquet").is_file():
-        args += ["--val-files", str((parquet / "val.parquet").resolve())]
+    train, val = (parquet_path(registry, config.data.dataset_name, split) for split in ("train", "val"))
+    args = ["--config-file", str(ray_job.write_job_config(config)), "--train-files", str(train.resolve())]
+    if val.is_file():
+        args += ["--val-files", str(val.resolve())]
     total = config.training.total_steps
 
     def sink(line: str) -> None:
@@ -83,7 +83,7 @@ def train_verl(config: RunConfig, config_file: str, registry: str, bar: Progress
     outcome = ray_job.run_training_job(config, args, sink=sink, submit=submit_ray_job)
     if outcome.code != ray_job.EXIT_SUCCEEDED:
         raise RuntimeError(outcome.message or f"Ray job {outcome.job_id} did not succeed")
-    return verl_checkpoint(Path(config.logging.output_dir) / config.run_name / "checkpoints")
+    return verl_checkpoint(run_paths(config).checkpoints)
 
 
 @task(name="submit-ray-job", cache_policy=NO_CACHE, retries=IO_RETRIES, retry_delay_seconds=IO_RETRY_DELAYS,

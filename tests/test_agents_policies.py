@@ -68,7 +68,8 @@ def sandbox_env(tmp_path_factory):
 
 def test_rule_policy_walks_find_expand_read_commit_repair_submit(sandbox_env):
     task, env = sandbox_env
-    trajectory = run_episode(task, env, RulePolicy(), max_steps=6)
+    env.max_steps = 6  # the shared fixture env: each test sets its own budget
+    trajectory = run_episode(task, env, RulePolicy())
     names = [t.action["name"] for t in trajectory.turns]
     assert names == ["explore_find", "explore_expand", "read", "memory_commit", "repair", "submit"]
     assert trajectory.turns[0].action["arguments"]["query"] == "escape_html"
@@ -97,7 +98,8 @@ def test_model_policy_parse_error_uses_rule_fallback_and_is_counted_scripted_mod
         '{"name": "note", "arguments": {"text": "escape_html escapes twice"}}',
     ])
     policy = ModelPolicy(chat, history_turns=4, fallback=RulePolicy())
-    trajectory = run_episode(task, env, policy, max_steps=3)
+    env.max_steps = 3  # the shared fixture env: each test sets its own budget
+    trajectory = run_episode(task, env, policy)
     first, second, third = trajectory.turns
     assert first.parse_error == "no-action" and first.used_fallback and first.action["name"] == "explore_find"
     assert first.reward == pytest.approx(-0.1)  # the format penalty applies even when the fallback acts
@@ -120,7 +122,8 @@ def test_model_policy_without_fallback_makes_an_invalid_step_scripted_model(sand
     chat = ScriptedChat(['{"name": "explore_find", "arguments": {"query": "x"}} {"name": "submit"}',
                          '{"name": "fly", "arguments": {}}', ("```json\n{\"name\": \"note\", \"arguments\": "
                          "{\"text\": \"ok\"}}\n```")])
-    trajectory = run_episode(task, env, ModelPolicy(chat, history_turns=1), max_steps=3)
+    env.max_steps = 3  # the shared fixture env: each test sets its own budget
+    trajectory = run_episode(task, env, ModelPolicy(chat, history_turns=1))
     assert [t.parse_error for t in trajectory.turns] == ["multiple-actions", "unknown-action", None]
     assert trajectory.turns[0].action is None and not trajectory.turns[0].used_fallback
     assert "invalid action (multiple-actions)" in trajectory.turns[0].observation
@@ -131,7 +134,8 @@ def test_model_policy_without_fallback_makes_an_invalid_step_scripted_model(sand
 
 def test_synthesizer_only_policy_commits_search_hits_then_repairs(sandbox_env):
     task, env = sandbox_env
-    trajectory = run_episode(task, env, SynthesizerOnlyPolicy(), max_steps=4)
+    env.max_steps = 4  # the shared fixture env: each test sets its own budget
+    trajectory = run_episode(task, env, SynthesizerOnlyPolicy())
     assert [t.action["name"] for t in trajectory.turns] == ["explore_find", "memory_commit", "repair", "submit"]
     assert trajectory.turns[2].info["repair"]["status"] == "no_patch"
 

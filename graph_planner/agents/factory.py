@@ -29,11 +29,13 @@ def make_chat_model(config: RunConfig) -> ChatModel:
     raise ValueError(f"backends.planner_backend={backend!r} has no chat model (use toy, hf or openai)")
 
 
-def make_policy(config: RunConfig, chat: ChatModel | None = None) -> Policy:
-    """`--agent cgm` -> the synthesiser alone; planner_backend rule -> rules; else a model policy."""
+def make_policy(config: RunConfig, chat: ChatModel | None = None, planner_backend: str | None = None) -> Policy:
+    """`--agent cgm` -> the synthesiser alone; planner_backend rule -> rules; else a model policy over ``chat``
+    (default: :func:`make_chat_model`). ``planner_backend`` replaces ``backends.planner_backend`` (`gp smoke`
+    always runs the rule agent)."""
     if config.experiment.agent == "cgm":
         return SynthesizerOnlyPolicy()
-    if config.backends.planner_backend == "rule":
+    if (planner_backend or config.backends.planner_backend) == "rule":
         return RulePolicy()
     fallback = RulePolicy() if config.env.use_rule_fallback else None
     return ModelPolicy(chat or make_chat_model(config), config.planner_sampling, config.env.history_turns, fallback)

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 from pydantic import SecretStr, ValidationError
 
+from graph_planner.config.paths import RESOLVED_CONFIG, run_paths
 from graph_planner.config.schema import RunConfig
 
 log = logging.getLogger(__name__)
@@ -20,7 +21,7 @@ log = logging.getLogger(__name__)
 YAML_ONLY_ALLOWED = {"config_file", "yaml_only", "wandb_offline"}
 #: Dotted paths of secrets: never written to disk, never sent to trackers.
 SECRET_PATHS = ("logging.wandb.api_key", "data.hf_token")
-RESOLVED_NAME = "resolved_config.yaml"
+RESOLVED_NAME = RESOLVED_CONFIG
 
 
 class ConfigError(ValueError):
@@ -161,9 +162,9 @@ def load_run_config(
         if wandb_offline:
             set_dotted(tree, "logging.wandb.enabled", True)
     config = validate_tree(tree, source)
-    run_dir = Path(config.logging.output_dir) / config.run_name
-    config.resolved_run_dir = str(run_dir)
-    config.resolved_config_path = str(run_dir / RESOLVED_NAME)
+    paths = run_paths(config)
+    config.resolved_run_dir = str(paths.run_dir)
+    config.resolved_config_path = str(paths.resolved_config)
     if write:
         write_resolved_config(config)
     return config

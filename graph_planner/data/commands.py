@@ -23,6 +23,7 @@ from graph_planner.config.cli_options import (
     YamlOnly,
     config_from_cli,
 )
+from graph_planner.config.paths import run_paths
 from graph_planner.config.schema import RunConfig
 
 data_app = typer.Typer(
@@ -141,7 +142,7 @@ def register_cmd(
     from graph_planner.data.registry import RegistrationError, register_dataset
 
     config = _resolve_config(dict(locals()), {"name": "data.dataset_name"})
-    registry_dir = out or Path(config.data.output_dir) / "registry"
+    registry_dir = out or run_paths(config).registry
     groups: dict[str, list[Path]] = {}
     for item in inputs:
         files = sorted(p for p in item.glob("*.jsonl") if p.name not in NON_SPLIT_FILES) if item.is_dir() else [item]

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel, Field
 
+from graph_planner.config.paths import parquet_path
 from graph_planner.data.io import read_task_records, write_json
 from graph_planner.data.record import TaskRecord
 
@@ -134,7 +135,7 @@ def register_dataset(
             raise RegistrationError(f"invalid dataset {label} {value!r}: use a plain name like 'graph_planner'")
     out = Path(out_dir)
     sha = content_sha256(paths)
-    verl_path = out / name / f"{split}.parquet"
+    verl_path = parquet_path(out, name, split)
     rllm_path = out / "rllm" / name / f"{split}_verl.parquet"
     registry = load_registry(out)
     entry = registry.get(name, {}).get(split)

@@ -24,6 +24,7 @@ from graph_planner.config.cli_options import (
     YamlOnly,
     config_from_cli,
 )
+from graph_planner.config.paths import run_paths
 from graph_planner.config.schema import RunConfig
 from graph_planner.data.record import TaskRecord
 
@@ -71,21 +72,16 @@ def load_task(task_id: str | None, dataset: str | None, shape: str) -> tuple[Tas
 def run_smoke(config: RunConfig, task: TaskRecord, dataset_dir: Path | None, log_dir: Path,
               max_steps: int | None = None) -> SmokeReport:
     """Run the smoke episode and write `trajectory.jsonl`, `test_runs.jsonl` under ``log_dir``."""
-    from graph_planner.agents.rule_policy import RulePolicy, SynthesizerOnlyPolicy
-    from graph_planner.codegraph import GraphCache
+    from graph_planner.agents.factory import make_policy
+    from graph_planner.env.assembly import open_env
     from graph_planner.env.episode import run_episode
-    from graph_planner.env.planner_env import PlannerEnv
     from graph_planner.env.replay import write_trajectory_jsonl
-    from graph_planner.models.synthesizers import make_synthesizer
-    from graph_planner.sandbox.factory import backend_for, make_sandbox
+    from graph_planner.sandbox.factory import backend_for
 
     started = time.perf_counter()
-    policy = SynthesizerOnlyPolicy() if config.experiment.agent == "cgm" else RulePolicy()
-    synthesizer = make_synthesizer(config, task)
-    cache = GraphCache(Path(config.paths.cache_dir) / "graphs")
+    policy = make_policy(config, planner_backend="rule")  # the smoke test needs no model
     run_id = f"smoke-{uuid.uuid4().hex[:8]}"
-    with make_sandbox(task, config, dataset_dir, run_id) as sandbox:
-        env = PlannerEnv(task, sandbox, config, synthesizer=synthesizer, graph_cache=cache, max_steps=max_steps)
+    with open_env(task, config, dataset_dir, run_id, max_steps=max_steps) as env:
         trajectory = run_episode(task, env, policy)
         test_runs = list(env.test_runs)
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -131,7 +127,7 @@ def smoke_cmd(
     except (KeyError, FileNotFoundError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    logs = log_dir or Path(config.logging.output_dir) / config.run_name / "smoke" / record.safe_id
+    logs = log_dir or run_paths(config).smoke_logs(record.safe_id)
     result = run_smoke(config, record, dataset_dir, logs, max_steps=max_steps)
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")

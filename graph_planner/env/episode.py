@@ -20,10 +20,8 @@ def _raw_text(raw: Any) -> str:
     return str(raw)
 
 
-def run_episode(task: TaskRecord, env: PlannerEnv, policy: Policy, max_steps: int | None = None) -> Trajectory:
-    """Reset the env, let ``policy`` act until the env says done (``max_steps`` overrides the env's limit)."""
-    if max_steps is not None:
-        env.max_steps = max_steps
+def run_episode(task: TaskRecord, env: PlannerEnv, policy: Policy) -> Trajectory:
+    """Reset the env, let ``policy`` act until the env says done (the env owns the step budget)."""
     policy.reset()
     obs_text, obs = env.reset()
     trajectory = Trajectory(task_id=task.task_id)

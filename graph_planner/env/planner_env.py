@@ -30,7 +30,7 @@ from graph_planner.episode.actions import ActionBase, action_to_dict
 from graph_planner.episode.patch import RepairRequest
 from graph_planner.episode.results import TestReport
 from graph_planner.episode.wire import EXPECTED_FORM, ActionParseError, parse_action_detailed
-from graph_planner.models.synthesizers import PatchSynthesizer, make_synthesizer
+from graph_planner.models.synthesizers import PatchSynthesizer
 from graph_planner.sandbox.base import Sandbox, SandboxError
 
 log = logging.getLogger(__name__)
@@ -100,20 +100,25 @@ class EpisodeStats:
         }
 
 
+def step_budget(task: TaskRecord, config: RunConfig, explicit: int | None = None) -> int:
+    """Planner steps of one episode: ``explicit`` (the CLI's --max-steps) when given, else the run's
+    ``env.max_steps`` but never more than the task's own cap (``TaskRecord.max_steps``)."""
+    return explicit or min(config.env.max_steps, task.max_steps)
+
+
 class PlannerEnv:
     """``reset() -> (text, obs)``; ``step(action | raw model output) -> StepResult``."""
 
-    def __init__(self, task: TaskRecord, sandbox: Sandbox, config: RunConfig,
-                 synthesizer: PatchSynthesizer | None = None, graph_cache: GraphCache | None = None,
-                 max_steps: int | None = None) -> None:
+    def __init__(self, task: TaskRecord, sandbox: Sandbox, config: RunConfig, synthesizer: PatchSynthesizer,
+                 graph_cache: GraphCache | None = None, max_steps: int | None = None) -> None:
+        """Built by :func:`graph_planner.env.assembly.build_env` (tests and benchmarks may build one directly)."""
         self.task = task
         self.sandbox = sandbox
         self.config = config
         self.env_config = config.env
-        self.synthesizer = synthesizer if synthesizer is not None else make_synthesizer(config, task)
+        self.synthesizer = synthesizer
         self.graph_cache = graph_cache
-        # the run's budget (env.max_steps), never more than the task's own cap (TaskRecord.max_steps)
-        self.max_steps = max_steps or min(config.env.max_steps, task.max_steps)
+        self.max_steps = step_budget(task, config, max_steps)
         self.graph: CodeGraph | None = None
         self.memory = Memory(config.env.working_max_nodes, config.env.memory_max_nodes)
         self.test_runs: list[dict[str, Any]] = []

@@ -11,6 +11,7 @@ from typing import Any
 
 from rich.console import Console
 
+from graph_planner.config.paths import run_paths
 from graph_planner.config.schema import RunConfig
 from graph_planner.data.record import TaskRecord
 from graph_planner.eval.results import TaskResult
@@ -20,8 +21,7 @@ log = logging.getLogger(__name__)
 
 
 def eval_run_dir(config: RunConfig) -> Path:
-    base = Path(config.resolved_run_dir or Path(config.logging.output_dir) / config.run_name)
-    return base / "eval"
+    return run_paths(config).run_dir / "eval"
 
 
 def load_eval_tasks(dataset: str | Path, limit: int | None = None) -> tuple[list[TaskRecord], Path]:

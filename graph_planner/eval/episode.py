@@ -53,25 +53,20 @@ def build_episode_fn(config: RunConfig, dataset_dir: str | Path | None, run_id: 
                      trajectories_dir: Path | None = None) -> Callable[[TaskRecord], TaskResult]:
     """A thread-safe function running one task; the chat model is loaded once and shared under a lock."""
     from graph_planner.agents.factory import make_chat_model, make_policy
-    from graph_planner.codegraph import GraphCache
+    from graph_planner.env.assembly import graph_cache, open_env
     from graph_planner.env.episode import run_episode
-    from graph_planner.env.planner_env import PlannerEnv
     from graph_planner.env.replay import write_trajectory_jsonl
-    from graph_planner.models.synthesizers import make_synthesizer
-    from graph_planner.sandbox.factory import make_sandbox
 
     needs_chat = config.experiment.agent != "cgm" and config.backends.planner_backend != "rule"
     chat: Any = make_chat_model(config) if needs_chat else None
     if chat is not None and config.backends.planner_backend != "openai":
         chat = _LockedChat(chat)  # one in-process model: generate() calls must not interleave
-    cache = GraphCache(Path(config.paths.cache_dir) / "graphs")
+    cache = graph_cache(config)
 
     def episode(task: TaskRecord) -> TaskResult:
         started = time.monotonic()
         policy = make_policy(config, chat)
-        synthesizer = make_synthesizer(config, task)
-        with make_sandbox(task, config, dataset_dir, run_id) as sandbox:
-            env = PlannerEnv(task, sandbox, config, synthesizer=synthesizer, graph_cache=cache)
+        with open_env(task, config, dataset_dir, run_id, cache=cache) as env:
             trajectory = run_episode(task, env, policy)
         if trajectories_dir is not None:
             write_trajectory_jsonl(trajectories_dir / f"{task.safe_id}.jsonl", trajectory)

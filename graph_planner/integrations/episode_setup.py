@@ -1,4 +1,5 @@
-"""From a registered dataset row to a PlannerEnv, built the way `gp eval` builds one.
+"""From a registered dataset row to the task, run config and dataset dir of an episode; the env itself is built
+by :func:`graph_planner.env.assembly.build_env`, as for every other runner.
 
 A row (verl's ``extra_info``, or the row rLLM hands to ``BaseEnv.from_dict``) carries the full TaskRecord as JSON
 under ``task`` (``graph_planner.data.registry`` writes it). The run config is the YAML file the job was started
@@ -18,13 +19,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from graph_planner.codegraph import GraphCache
 from graph_planner.config.loader import load_run_config
 from graph_planner.config.schema import RunConfig
 from graph_planner.data.record import TaskRecord
-from graph_planner.env.planner_env import PlannerEnv
-from graph_planner.models.synthesizers import make_synthesizer
-from graph_planner.sandbox.factory import make_sandbox
 
 
 class RowError(ValueError):
@@ -83,11 +80,3 @@ def dataset_dir_for(task: TaskRecord, config: RunConfig, row: Mapping[str, Any] 
     if explicit:
         return Path(explicit)
     return Path(config.data.output_dir) / task.source
-
-
-def build_planner_env(task: TaskRecord, config: RunConfig, dataset_dir: str | Path | None, run_id: str) -> PlannerEnv:
-    """Synthesiser, sandbox (constructed, not started: ``PlannerEnv.reset`` starts it) and env of one episode."""
-    synthesizer = make_synthesizer(config, task)
-    sandbox = make_sandbox(task, config, dataset_dir, run_id)
-    graph_cache = GraphCache(Path(config.paths.cache_dir) / "graphs")
-    return PlannerEnv(task, sandbox, config, synthesizer=synthesizer, graph_cache=graph_cache)

@@ -258,8 +258,9 @@ def make_tracker(config: RunConfig, run_dir: str | Path | None = None, job_type:
 
     ``job_type`` (train / eval) labels the run where a tracker has the notion (W&B's job_type, tags, group)."""
     from graph_planner.config.loader import config_to_dict
+    from graph_planner.config.paths import run_paths
 
-    run_dir = Path(run_dir or config.resolved_run_dir or Path(config.logging.output_dir) / config.run_name)
+    run_dir = Path(run_dir or run_paths(config).run_dir)
     names = selected_trackers(config)
     kwargs_by_name = {TRACKER_ALIASES.get(k, k): v for k, v in config.logging.tracker_kwargs.items()}
     for name in sorted(set(kwargs_by_name) - set(names)):

@@ -40,10 +40,10 @@ from verl.utils.rollout_trace import rollout_trace_op
 from graph_planner.config.schema import RunConfig
 from graph_planner.data.record import TaskRecord
 from graph_planner.data.registry import AGENT_NAME as ROW_AGENT_NAME
+from graph_planner.env.assembly import build_env
 from graph_planner.env.planner_env import PlannerEnv, StepResult
 from graph_planner.episode.wire import system_prompt
 from graph_planner.integrations.episode_setup import (
-    build_planner_env,
     dataset_dir_for,
     load_run_config_file,
     row_dict,
@@ -175,7 +175,7 @@ class GraphPlannerAgentLoop(AgentLoopBase):
                        sampling_params: dict[str, Any]) -> AgentLoopOutput:
         config = self.run_config
         started = time.perf_counter()
-        first_obs, _ = await box.open(lambda: build_planner_env(task, config, dataset_dir, self.run_id))
+        first_obs, _ = await box.open(lambda: build_env(task, config, dataset_dir, self.run_id))
         env_s = time.perf_counter() - started
         env = box.env
         assert env is not None

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from graph_planner.config.paths import run_paths
 from graph_planner.config.schema import RunConfig
 from graph_planner.episode.turns import Trajectory
 from graph_planner.models.toy import resolve_model_path
@@ -99,7 +100,7 @@ class LocalGRPOTrainer:
 
         self.config, self.t = config, config.training
         self.rollout_fn, self.tasks, self.log_fn = rollout_fn, list(tasks), log_fn
-        self.run_dir = Path(run_dir or config.resolved_run_dir or Path(config.logging.output_dir) / config.run_name)
+        self.run_dir = Path(run_dir or run_paths(config).run_dir)
         self.sampler = TaskSampler(len(self.tasks), self.t.train_batch_size, config.experiment.seed)
         self.waves = rollout_waves(self.t.train_batch_size, config.env.env_groups, config.env.max_traj_per_env)
         self.max_steps = min(self.t.total_steps, math.ceil(self.t.total_epochs * len(self.tasks) / self.t.train_batch_size))

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import graph_planner
+from graph_planner.config.paths import run_paths
 from graph_planner.config.schema import RunConfig
 from graph_planner.training.ray_head import MIN_LOGICAL_CPUS, LocalRayHead, RayHeadError, local_gpu_count
 
@@ -80,7 +81,7 @@ def write_job_config(config: RunConfig) -> Path:
             continue
         if dotted in _WRITTEN_PATHS or Path(value).exists():
             setattr(getattr(job, section), name, str(Path(value).resolve()))
-    run_dir = Path(job.logging.output_dir) / job.run_name
+    run_dir = run_paths(job).run_dir
     path = run_dir / "verl" / "job_config.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(dump_config_yaml(job), encoding="utf-8")

@@ -34,30 +34,27 @@ def load_training_tasks(config: RunConfig) -> tuple[list[TaskRecord], Path]:
 
 def make_env_rollout(config: RunConfig) -> tuple[list[TaskRecord], Any]:
     """``(tasks, rollout_fn)`` for LocalGRPOTrainer: rollout_fn(policy, tasks, group_size) -> trajectories."""
-    from graph_planner.agents.model_policy import ModelPolicy
-    from graph_planner.agents.rule_policy import RulePolicy
-    from graph_planner.codegraph import GraphCache
+    from graph_planner.agents.factory import make_policy
+    from graph_planner.env.assembly import graph_cache, open_env
     from graph_planner.env.episode import run_episode
-    from graph_planner.env.planner_env import PlannerEnv
     from graph_planner.models.chat import PolicyHandleChat
-    from graph_planner.models.synthesizers import make_synthesizer
-    from graph_planner.sandbox.factory import make_sandbox
 
+    if config.experiment.agent == "cgm" or config.backends.planner_backend == "rule":
+        raise ValueError(f"training.backend=local trains a model policy, but experiment.agent="
+                         f"{config.experiment.agent!r} / backends.planner_backend="
+                         f"{config.backends.planner_backend!r} select a policy without one: use experiment.agent="
+                         "planner with planner_backend toy or hf")
     tasks, dataset_dir = load_training_tasks(config)
-    cache = GraphCache(Path(config.paths.cache_dir) / "graphs")
+    cache = graph_cache(config)
     run_id = f"train-{config.run_name}-{uuid.uuid4().hex[:6]}"
 
     def rollout_fn(policy: Any, batch: list[TaskRecord], group_size: int) -> list[Trajectory]:
         chat = PolicyHandleChat(policy, config.planner_sampling)
         trajectories: list[Trajectory] = []
         for task in batch:
-            synthesizer = make_synthesizer(config, task)
-            with make_sandbox(task, config, dataset_dir, run_id) as sandbox:
-                env = PlannerEnv(task, sandbox, config, synthesizer=synthesizer, graph_cache=cache)
+            with open_env(task, config, dataset_dir, run_id, cache=cache) as env:
                 for _ in range(group_size):
-                    fallback = RulePolicy() if config.env.use_rule_fallback else None
-                    agent = ModelPolicy(chat, config.planner_sampling, config.env.history_turns, fallback)
-                    trajectories.append(run_episode(task, env, agent))
+                    trajectories.append(run_episode(task, env, make_policy(config, chat)))
             log.info("rollout %s: rewards %s", task.task_id,
                      [round(t.reward, 3) for t in trajectories[-group_size:]])
         return trajectories

@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from graph_planner.config.paths import run_paths
 from graph_planner.config.schema import RunConfig
 
 log = logging.getLogger(__name__)
@@ -40,8 +41,8 @@ class VerlDataPaths:
 
 def default_data_paths(config: RunConfig) -> VerlDataPaths:
     """Where `gp data register` puts the parquet files: ``<data.output_dir>/registry/<dataset_name>/<split>.parquet``."""
-    root = Path(config.data.output_dir) / "registry" / config.data.dataset_name
-    return VerlDataPaths(train=str(root / "train.parquet"), val=str(root / "val.parquet"))
+    paths = run_paths(config)
+    return VerlDataPaths(train=str(paths.parquet("train")), val=str(paths.parquet("val")))
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from pathlib import Path
 import yaml
 
 from graph_planner.config.loader import ConfigError, load_run_config
+from graph_planner.config.paths import run_paths
 from graph_planner.config.schema import RunConfig
 from graph_planner.models.toy import resolve_model_path
 from graph_planner.training.verl_config import (
@@ -104,7 +105,7 @@ def platform_overrides(cpu: bool) -> dict[str, object]:
 
 def run(config: RunConfig, config_path: str, data: VerlDataPaths, agent_loop: str, dry_run: bool,
         cpu: bool = False) -> int:
-    run_dir = Path(config.resolved_run_dir or Path(config.logging.output_dir) / config.run_name).resolve()
+    run_dir = run_paths(config).run_dir.resolve()
     problems: list[str] = []
     rows = {}
     for split, path in (("train", data.train), ("val", data.val)):

@@ -16,10 +16,10 @@ from typing import Any
 
 from graph_planner.config.schema import RunConfig
 from graph_planner.data.record import TaskRecord
+from graph_planner.env.assembly import build_env
 from graph_planner.env.planner_env import PlannerEnv
 from graph_planner.integrations.episode_setup import (
     RowError,
-    build_planner_env,
     dataset_dir_for,
     load_run_config_file,
     row_dict,
@@ -58,7 +58,7 @@ class GraphPlannerRLLMEnv(BaseEnv):
     def reset(self) -> tuple[str, dict[str, Any]]:
         """Start (or restore) the sandbox and return the first observation (issue + repository outline)."""
         if self._env is None:
-            self._env = build_planner_env(self.task, self.config, self.dataset_dir, self.run_id)
+            self._env = build_env(self.task, self.config, self.dataset_dir, self.run_id)
         text, obs = self._env.reset()
         return text, {"obs": obs, "task_id": self.task.task_id, "max_steps": self._env.max_steps}
 
