@@ -6,14 +6,13 @@
 
 from __future__ import annotations
 
-from prefect import flow, unmapped
+from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows import DEFAULT_CONFIG
+from flows.prepare_data import prepare
 from tasks.config import resolve_config
-from tasks.data import build_manifest, download_and_normalise, register_dataset
 from tasks.evaluation import evaluate, publish_report
-from tasks.images import prepull_image, select_images
 from tasks.preflight import preflight
 from tasks.training import run_training
 
@@ -22,9 +21,6 @@ from tasks.training import run_training
 def pipeline(config_path: str = DEFAULT_CONFIG, overrides: list[str] = []) -> str:  # noqa: B006 - never mutated
     """Prepare data, train, evaluate the trained checkpoint; returns the report path."""
     config_file = resolve_config(config_path, overrides)
-    dataset_dir = download_and_normalise(config_file)
-    manifest = build_manifest(config_file, dataset_dir)
-    prepull_image.map(select_images(config_file, manifest), config_file=unmapped(config_file)).result()
-    registry = register_dataset(config_file, dataset_dir)
+    registry = prepare(config_file)  # download + normalise -> manifest -> prepull -> register
     checkpoint = run_training(preflight(config_file), registry)
     return publish_report(config_file, evaluate(config_file, checkpoint), checkpoint)

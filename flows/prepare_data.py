@@ -1,4 +1,8 @@
-"""prepare-data: download + normalise -> docker manifest -> parallel prepull -> dataset registration."""
+"""prepare-data: download + normalise -> docker manifest -> parallel prepull -> dataset registration.
+
+:func:`prepare` is those four steps as one call; the train and pipeline flows run it too, so the data half of the
+DAG is written once.
+"""
 
 from __future__ import annotations
 
@@ -11,11 +15,16 @@ from tasks.data import build_manifest, download_and_normalise, register_dataset
 from tasks.images import prepull_image, select_images
 
 
-@flow(name="prepare-data", task_runner=ThreadPoolTaskRunner(max_workers=8))
-def prepare_data(config_path: str = DEFAULT_CONFIG, overrides: list[str] = []) -> str:  # noqa: B006 - never mutated
-    """Prepare the configured datasets; returns the registry dir (verl parquet per split)."""
-    config_file = resolve_config(config_path, overrides)
+def prepare(config_file: str) -> str:
+    """download + normalise -> manifest -> prepull -> register, inside the calling flow; returns the registry dir
+    (verl parquet per split). Every step is cached, so a flow re-running it costs cache lookups only."""
     dataset_dir = download_and_normalise(config_file)
     manifest = build_manifest(config_file, dataset_dir)
     prepull_image.map(select_images(config_file, manifest), config_file=unmapped(config_file)).result()
     return register_dataset(config_file, dataset_dir)
+
+
+@flow(name="prepare-data", task_runner=ThreadPoolTaskRunner(max_workers=8))
+def prepare_data(config_path: str = DEFAULT_CONFIG, overrides: list[str] = []) -> str:  # noqa: B006 - never mutated
+    """Prepare the configured datasets; returns the registry dir (verl parquet per split)."""
+    return prepare(resolve_config(config_path, overrides))

@@ -24,6 +24,9 @@ import yaml
 from prefect.cache_policies import INPUTS, TASK_SOURCE, CachePolicy
 from prefect.context import TaskRunContext
 
+from graph_planner.config.cache_keys import stage_keys
+from graph_planner.config.schema import Stage
+
 log = logging.getLogger(__name__)
 
 _SKIP_DIRS = {".git", "__pycache__", ".pytest_cache"}
@@ -108,6 +111,13 @@ class ConfigKeys(CachePolicy):
     exclude: tuple[str, ...] = ()
     files: tuple[str, ...] = ()
     input_name: str = "config_file"
+
+    @classmethod
+    def for_stage(cls, stage: Stage) -> ConfigKeys:
+        """The keys and files the config declares for ``stage`` (graph_planner.config.cache_keys): the one way
+        tasks key on config values, so no step keeps its own list."""
+        declared = stage_keys(stage)
+        return cls(keys=declared.keys, files=declared.files)
 
     def compute_key(self, task_ctx: TaskRunContext, inputs: dict[str, Any], flow_parameters: dict[str, Any],
                     **kwargs: Any) -> str | None:
@@ -197,3 +207,13 @@ class ExistingOutputs(CachePolicy):
 
 #: The project's cache policy for deterministic steps whose inputs are all files (or plain values).
 CONTENT_CACHE = INPUTS + TASK_SOURCE + InputFileContents()
+
+
+def step_cache(stage: Stage, modules: tuple[str, ...], contents: CachePolicy | None = None,
+               inputs: bool = True) -> CachePolicy:
+    """The cache policy of a step that returns paths, one recipe for every task module: its inputs but the
+    config file (``inputs``), its wrapper's source, the library ``modules`` it runs, the config keys declared
+    for ``stage``, and the bytes of what it reads (``contents``); reused only while its outputs exist."""
+    policy: CachePolicy = ((INPUTS - "config_file") + TASK_SOURCE) if inputs else TASK_SOURCE
+    policy = policy + LibrarySource(modules=modules) + ConfigKeys.for_stage(stage)
+    return ExistingOutputs(policy=policy + contents if contents is not None else policy)

@@ -7,29 +7,25 @@ import json
 from pathlib import Path
 
 from prefect import get_run_logger, task
-from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from graph_planner.config.paths import REGISTRY
 from graph_planner.data.manifest import resolve_manifest
 from graph_planner.data.prepare import PrepareSummary, prepare_datasets
 from graph_planner.data.registry import register_dataset as register_split
 from tasks.artifacts import ProgressArtifact
-from tasks.caching import ConfigKeys, ExistingOutputs, InputFileContents, LibrarySource
+from tasks.caching import InputFileContents, step_cache
 from tasks.config import load_resolved
 from tasks.retry import IO_RETRIES, IO_RETRY_DELAYS, IO_RETRY_JITTER, transient_only
 
 #: Sub-dir of the prepared data dir where registration writes verl parquet (same place as `gp data register`).
-REGISTRY_DIR = REGISTRY  # the prepared dir's registry, as in RunPaths.registry
-#: Config values that decide what prepare_datasets writes, and the local sources whose bytes it reads.
-DATA_KEYS = ConfigKeys(keys=("data",), exclude=("data.dataset_name",), files=("data.r2e_dataset", "data.swebench_dataset", "data.custom_path",
-                                              "data.repos_dir"))
+REGISTRY_DIR = REGISTRY
 #: Steps reading the prepared dir: key on its content, but not on the registry that a later step writes inside.
 PREPARED_CONTENT = InputFileContents(exclude=("config_file",), ignore_dirs=(REGISTRY_DIR,))
 
 
 @task(name="download-and-normalise", persist_result=True, retries=IO_RETRIES, retry_delay_seconds=IO_RETRY_DELAYS,
       retry_jitter_factor=IO_RETRY_JITTER, retry_condition_fn=transient_only,
-      cache_policy=ExistingOutputs(policy=TASK_SOURCE + LibrarySource(modules=("graph_planner.data",)) + DATA_KEYS))
+      cache_policy=step_cache("data", ("graph_planner.data",), inputs=False))
 def download_and_normalise(config_file: str) -> str:
     """Load every configured source (HF hub or local files), write TaskRecord JSONL + instances + manifests;
     return the prepared dir. A changed source file or ``data.*`` value re-runs it; transient errors retry."""
@@ -46,20 +42,15 @@ def download_and_normalise(config_file: str) -> str:
 
 
 @task(name="build-manifest", persist_result=True,
-      cache_policy=ExistingOutputs(policy=(INPUTS - "config_file") + TASK_SOURCE
-                                   + LibrarySource(modules=("graph_planner.data.manifest",))
-                                   + ConfigKeys(keys=("env.docker_manifest",), files=("env.docker_manifest",))
-                                   + PREPARED_CONTENT))
+      cache_policy=step_cache("manifest", ("graph_planner.data.manifest",), PREPARED_CONTENT))
 def build_manifest(config_file: str, dataset_dir: str) -> str:
-    """The docker image manifest: ``env.docker_manifest`` if set, else the prepared dir's (written if absent)."""
+    """The docker image manifest: ``images.manifest`` if set, else the prepared dir's (written if absent)."""
     config = load_resolved(config_file)
-    return str(resolve_manifest(config.env.docker_manifest, dataset_dir))
+    return str(resolve_manifest(config.images.manifest, dataset_dir))
 
 
 @task(name="register-dataset", persist_result=True,
-      cache_policy=ExistingOutputs(policy=(INPUTS - "config_file") + TASK_SOURCE
-                                   + LibrarySource(modules=("graph_planner.data.registry",))
-                                   + ConfigKeys(keys=("data.dataset_name",)) + PREPARED_CONTENT))
+      cache_policy=step_cache("register", ("graph_planner.data.registry",), PREPARED_CONTENT))
 def register_dataset(config_file: str, dataset_dir: str) -> str:
     """Register every prepared split as verl parquet under ``<dataset dir>/registry``; return that dir."""
     config = load_resolved(config_file)

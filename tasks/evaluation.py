@@ -12,29 +12,20 @@ from pathlib import Path
 
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
-from prefect.cache_policies import INPUTS, NO_CACHE, TASK_SOURCE
+from prefect.cache_policies import NO_CACHE
 from prefect.transactions import get_transaction
 
 from graph_planner.config.paths import run_paths
 from graph_planner.eval.results import ResultsStore, TaskResult
 from tasks.artifacts import ProgressArtifact, artifact_key, link_files, table_rows
-from tasks.caching import ConfigKeys, ExistingOutputs, InputFileContents, LibrarySource
+from tasks.caching import InputFileContents, step_cache
 from tasks.config import load_resolved
 
-#: Everything an eval run reads (training.* and data.* do not change its results).
-EVAL_KEYS = ConfigKeys(
-    keys=("experiment", "paths.dataset_eval", "paths.planner_model", "paths.planner_tokenizer", "paths.cgm_model",
-          "paths.cgm_tokenizer", "paths.cache_dir", "backends", "planner_sampling", "cgm_generation", "env",
-          "sandbox", "eval", "logging.output_dir"),
-    files=("paths.dataset_eval", "paths.planner_model", "paths.planner_tokenizer", "paths.cgm_model"),
-)
 RESULT_COLUMNS = ["instance_id", "label", "resolved", "category", "steps", "seconds", "termination_reason", "error"]
 
 
 @task(name="evaluate", persist_result=True,
-      cache_policy=ExistingOutputs(policy=(INPUTS - "config_file") + TASK_SOURCE
-                                   + LibrarySource(modules=("graph_planner",)) + EVAL_KEYS
-                                   + InputFileContents(exclude=("config_file",))))
+      cache_policy=step_cache("eval", ("graph_planner",), InputFileContents(exclude=("config_file",))))
 def evaluate(config_file: str, model: str | None = None) -> str:
     """Evaluate ``model`` (default ``paths.planner_model``) on ``paths.dataset_eval``; return the eval dir."""
     from graph_planner.eval.api import evaluate_dataset
@@ -76,7 +67,7 @@ def publish_report(config_file: str, eval_dir: str, model: str | None = None) ->
              f"| model | `{model or config.paths.planner_model}` |",
              f"| eval dataset | `{config.paths.dataset_eval}` |",
              f"| training backend | {config.training.backend} ({config.training.total_steps} steps) |",
-             f"| sandbox | {config.backends.sandbox} |",
+             f"| sandbox | {config.backends.sandbox_override or config.backends.sandbox} |",
              f"| report | `{directory / 'report.md'}` |",
              f"| resolved config | `{config_file}` |"]
     create_markdown_artifact(markdown="\n".join(lines), key=f"{run}-summary",

@@ -14,20 +14,20 @@ from tasks.retry import IO_RETRIES, IO_RETRY_DELAYS, IO_RETRY_JITTER, transient_
 
 @task(name="select-images", cache_policy=NO_CACHE)
 def select_images(config_file: str, manifest: str) -> list[str]:
-    """Images to prepull: the manifest's, or none when ``env.prepull_containers`` is off (e.g. local sandbox)."""
+    """Images to prepull: the manifest's, or none when ``images.prepull`` is off (e.g. local sandbox)."""
     config = load_resolved(config_file)
-    return read_manifest(manifest) if config.env.prepull_containers else []
+    return read_manifest(manifest) if config.images.prepull else []
 
 
 @task(name="prepull-image", cache_policy=NO_CACHE, retries=IO_RETRIES, retry_delay_seconds=IO_RETRY_DELAYS,
       retry_jitter_factor=IO_RETRY_JITTER, retry_condition_fn=transient_only)
 def prepull_image(image: str, config_file: str) -> str:
-    """Make ``image`` present (per-pull retries from ``env.prepull_*``); raise with the registry's reason."""
+    """Make ``image`` present (per-pull retries from ``images.prepull_*``); raise with the registry's reason."""
     from graph_planner.sandbox.prepull import prepull_images
 
-    env = load_resolved(config_file).env
-    report = prepull_images([image], max_workers=1, retries=env.prepull_retries, delay=env.prepull_delay,
-                            timeout=env.prepull_timeout)
+    settings = load_resolved(config_file).images
+    report = prepull_images([image], max_workers=1, retries=settings.prepull_retries, delay=settings.prepull_delay,
+                            timeout=settings.prepull_timeout)
     result = report.results[0]
     if result.status == "failed":
         raise RuntimeError(f"prepull {image} failed after {result.attempts} attempt(s): {result.reason}")

@@ -13,31 +13,20 @@ from pathlib import Path
 from typing import Any
 
 from prefect import get_run_logger, task
-from prefect.cache_policies import INPUTS, NO_CACHE, TASK_SOURCE
+from prefect.cache_policies import NO_CACHE
 
 from graph_planner.config.paths import parquet_path, run_paths
 from graph_planner.config.schema import RunConfig
 from tasks.artifacts import ProgressArtifact
-from tasks.caching import ConfigKeys, ExistingOutputs, InputFileContents, LibrarySource
+from tasks.caching import InputFileContents, step_cache
 from tasks.config import load_resolved
 from tasks.retry import IO_RETRIES, IO_RETRY_DELAYS, IO_RETRY_JITTER, transient_only
 
-#: Everything a training run reads (eval.*, data.* and telemetry.* do not change the trained weights).
-TRAIN_KEYS = ConfigKeys(
-    keys=("experiment", "paths.data_dir", "paths.dataset_train", "paths.dataset_val", "paths.planner_model",
-          "paths.planner_tokenizer", "paths.cgm_model", "paths.cgm_tokenizer", "paths.cache_dir", "backends",
-          "planner_sampling", "cgm_generation", "training", "env", "sandbox", "parallel", "resources", "logging",
-          "verl_overrides"),
-    files=("paths.dataset_train", "paths.dataset_val", "paths.planner_model", "paths.planner_tokenizer",
-           "paths.cgm_model", "training.resume_from"),
-)
 _VERL_STEP = re.compile(r"\bstep:(\d+)\b")
 
 
 @task(name="train", persist_result=True,
-      cache_policy=ExistingOutputs(policy=(INPUTS - "config_file") + TASK_SOURCE
-                                   + LibrarySource(modules=("graph_planner",)) + TRAIN_KEYS
-                                   + InputFileContents(exclude=("config_file",))))
+      cache_policy=step_cache("train", ("graph_planner",), InputFileContents(exclude=("config_file",))))
 def run_training(config_file: str, registry: str) -> str:
     """Train to ``training.total_steps``; return the checkpoint to evaluate."""
     config = load_resolved(config_file)

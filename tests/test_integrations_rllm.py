@@ -20,7 +20,7 @@ from graph_planner.config.loader import dump_config_yaml
 from graph_planner.config.schema import DataConfig, RunConfig
 from graph_planner.data.prepare import prepare_datasets
 from graph_planner.data.registry import register_dataset
-from graph_planner.integrations import episode_setup
+from graph_planner.env import assembly
 from graph_planner.integrations.episode_setup import RowError
 from graph_planner.integrations.rllm import (
     RLLM_AVAILABLE,
@@ -66,13 +66,13 @@ def rllm_row(tmp_path_factory) -> tuple[Path, dict[str, Any]]:
 def sandboxes(monkeypatch) -> list[Any]:
     """Every sandbox the env builds (real LocalSandboxes), to check they are closed."""
     made: list[Any] = []
-    real = episode_setup.make_sandbox
+    real = assembly.make_sandbox
 
     def recording(*args: Any, **kwargs: Any) -> Any:
         made.append(real(*args, **kwargs))
         return made[-1]
 
-    monkeypatch.setattr(episode_setup, "make_sandbox", recording)
+    monkeypatch.setattr(assembly, "make_sandbox", recording)
     return made
 
 

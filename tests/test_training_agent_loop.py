@@ -32,7 +32,7 @@ from graph_planner.config.loader import dump_config_yaml
 from graph_planner.config.schema import DataConfig, RunConfig
 from graph_planner.data.prepare import prepare_datasets
 from graph_planner.data.registry import AGENT_NAME, register_dataset
-from graph_planner.integrations import episode_setup
+from graph_planner.env import assembly
 from graph_planner.integrations.sandbox_slots import SandboxSlots
 from graph_planner.models.toy import ensure_toy_checkpoint
 from graph_planner.training.agent_loop import (
@@ -152,7 +152,7 @@ def prepared(tmp_path_factory) -> tuple[Path, dict[str, Any]]:
 @pytest.fixture
 def ledger(monkeypatch) -> SandboxLedger:
     book = SandboxLedger()
-    monkeypatch.setattr(episode_setup, "make_sandbox", book.factory(episode_setup.make_sandbox))
+    monkeypatch.setattr(assembly, "make_sandbox", book.factory(assembly.make_sandbox))
     return book
 
 

@@ -33,20 +33,24 @@ DisableCgm = Annotated[bool | None, typer.Option("--disable-cgm-synthesis/--enab
 RunName = Annotated[str | None, typer.Option("--run-name", help="Run directory name.")]
 OutputDir = Annotated[str | None, typer.Option("--output-dir", help="Root of run directories.")]
 Seed = Annotated[int | None, typer.Option("--seed")]
-SandboxBackend = Annotated[str | None, typer.Option("--sandbox", help="local | docker | r2egym")]
+SandboxBackend = Annotated[str | None, typer.Option(
+    "--sandbox", help="local | docker | r2egym: every task runs on it (CLI > task's backend > backends.sandbox).")]
+#: The old name of --sandbox on `gp smoke` / `gp validate-tasks`, kept working but not shown.
+SandboxAlias = Annotated[str | None, typer.Option("--backend", hidden=True, help="Old name of --sandbox.")]
 
 #: CLI parameter name -> dotted config key. ``dataset`` is mapped per command (train vs eval).
 FLAG_TO_KEY: dict[str, str] = {
     "model_path": "paths.planner_model",
     "cgm_model_path": "paths.cgm_model",
     "agent": "experiment.agent",
-    "docker_manifest": "env.docker_manifest",
-    "prepull_containers": "env.prepull_containers",
+    "docker_manifest": "images.manifest",
+    "prepull_containers": "images.prepull",
     "disable_cgm_synthesis": "env.disable_cgm_synthesis",
     "run_name": "experiment.run_name",
     "output_dir": "logging.output_dir",
     "seed": "experiment.seed",
-    "sandbox": "backends.sandbox",
+    "sandbox": "backends.sandbox_override",
+    "backend": "backends.sandbox_override",
 }
 #: Parameters that are not config values.
 NOT_CONFIG = {"config_file", "yaml_only", "set_items", "print_config", "wandb_offline"}

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 from pydantic import SecretStr, ValidationError
 
+from graph_planner.config.aliases import canonical_key, move_seed_keys
 from graph_planner.config.paths import RESOLVED_CONFIG, run_paths
 from graph_planner.config.schema import RunConfig
 
@@ -143,7 +144,10 @@ def load_run_config(
     source = "built-in defaults"
     if config_file is not None:
         path = Path(config_file)
-        file_tree = read_yaml(path)
+        try:
+            file_tree = move_seed_keys(read_yaml(path))
+        except ValueError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
         validate_tree(file_tree, str(path))  # errors name the file before CLI values are mixed in
         tree = deep_merge(tree, file_tree)
         source = str(path)
@@ -156,7 +160,7 @@ def load_run_config(
     if overrides:
         source = f"{source} + CLI flags"
         for dotted, value in overrides.items():
-            set_dotted(tree, dotted, value)
+            set_dotted(tree, canonical_key(dotted), value)
     if wandb_offline is not None:
         set_dotted(tree, "logging.wandb.offline", wandb_offline)
         if wandb_offline:

@@ -2,22 +2,43 @@
 
 Every field carries its default and a one-line description; unknown keys are errors (``extra="forbid"``),
 penalties are non-negative numbers that the environment *subtracts*.
+
+Each section also declares what its values change (``affects``: data / manifest / register / train / eval), the
+single source of the Prefect cache keys (:mod:`graph_planner.config.cache_keys`): a field nobody declared fails
+the test suite instead of silently reusing a stale cached result. Seed key names that moved to another section
+still load (:mod:`graph_planner.config.aliases`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from graph_planner.config.aliases import move_seed_keys
+
+#: The cached steps a config value can change: prepared tasks, image manifest, registered parquet, trained
+#: weights, eval results.
+Stage = Literal["data", "manifest", "register", "train", "eval"]
+TRAIN_EVAL: frozenset[Stage] = frozenset({"train", "eval"})
+
 
 class Section(BaseModel):
-    """Base for every config section: unknown keys are rejected, values re-validated on assignment."""
+    """Base for every config section: unknown keys are rejected, values re-validated on assignment.
+
+    Cache declaration (each section states it itself, tests/test_config_cache_keys.py checks): ``affects`` = the
+    stages every field of the section changes, or ``field_affects`` = the stages of each field by name (a field
+    there overrides ``affects``); ``file_fields`` = fields naming local files whose bytes count too.
+    """
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    affects: ClassVar[frozenset[Stage] | None] = None
+    field_affects: ClassVar[dict[str, frozenset[Stage]]] = {}
+    file_fields: ClassVar[frozenset[str]] = frozenset()
 
 
 class ExperimentConfig(Section):
+    affects = TRAIN_EVAL
     name: str = Field("graph-planner", description="Experiment name; also the default run name.")
     run_name: str | None = Field(None, description="Run directory name under logging.output_dir (default: name).")
     seed: int = Field(42, description="Global random seed (data order, sampling, model init).")
@@ -28,6 +49,12 @@ class ExperimentConfig(Section):
 
 
 class PathsConfig(Section):
+    field_affects = {"data_dir": frozenset({"train"}), "dataset_train": frozenset({"train"}),
+                     "dataset_val": frozenset({"train"}), "dataset_eval": frozenset({"eval"}),
+                     "planner_model": TRAIN_EVAL, "planner_tokenizer": TRAIN_EVAL, "cgm_model": TRAIN_EVAL,
+                     "cgm_tokenizer": TRAIN_EVAL, "cache_dir": TRAIN_EVAL}
+    file_fields = frozenset({"dataset_train", "dataset_val", "dataset_eval", "planner_model", "planner_tokenizer",
+                             "cgm_model"})
     data_dir: str = Field("prepared/sample", description="Prepared dataset directory (train.jsonl, val.jsonl, ...).")
     dataset_train: str | None = Field(None, description="Training JSONL (default: <data_dir>/train.jsonl).")
     dataset_val: str | None = Field(None, description="Validation JSONL (default: <data_dir>/val.jsonl).")
@@ -40,6 +67,7 @@ class PathsConfig(Section):
 
 
 class BackendsConfig(Section):
+    affects = TRAIN_EVAL
     planner_backend: Literal["toy", "hf", "openai", "rule"] = Field(
         "toy", description="Where planner turns come from: toy LM, local HF model, OpenAI-compatible HTTP, rules."
     )
@@ -51,7 +79,12 @@ class BackendsConfig(Section):
     cgm_endpoint: str | None = Field(None, description="URL of the CGM /generate service or LLM base URL.")
     cgm_api_key_env: str = Field("CGM_API_KEY", description="Env var holding the synthesiser API key.")
     sandbox: Literal["local", "docker", "r2egym"] = Field(
-        "local", description="Sandbox backend; a failing backend is an error, never a silent fallback."
+        "local", description="Sandbox backend of tasks that name none; a failing backend is an error, never a "
+                             "silent fallback."
+    )
+    sandbox_override: Literal["local", "docker", "r2egym"] | None = Field(
+        None, description="Set by --sandbox: every task runs on this backend, whatever its own `backend` says "
+                          "(precedence: CLI > task > backends.sandbox)."
     )
     dtype: Literal["float32", "bfloat16", "float16", "auto"] = Field("float32", description="Model dtype.")
     device_map_planner: str = Field("auto", description="HF device map for the planner.")
@@ -60,6 +93,7 @@ class BackendsConfig(Section):
 
 
 class SamplingConfig(Section):
+    affects = TRAIN_EVAL
     temperature: float = Field(0.7, ge=0.0, description="Sampling temperature (0 = greedy).")
     top_p: float = Field(0.95, gt=0.0, le=1.0, description="Nucleus sampling mass.")
     top_k: int = Field(0, ge=0, description="Top-k cut (0 = off).")
@@ -79,6 +113,8 @@ class CGMGenerationConfig(SamplingConfig):
 
 
 class TrainingConfig(Section):
+    affects = frozenset({"train"})
+    file_fields = frozenset({"resume_from"})
     backend: Literal["local", "verl"] = Field("local", description="local = one-process GRPO; verl = Ray job.")
     total_epochs: int = Field(1, ge=1, description="Passes over the training data.")
     total_steps: int = Field(4, ge=1, description="Optimiser steps (upper bound across epochs).")
@@ -117,9 +153,18 @@ class TrainingConfig(Section):
         "vllm", description="verl backend: inference engine of the rollout (actor_rollout_ref.rollout.name); hf = "
         "transformers.generate, the CPU rollout of graph_planner.training.verl_cpu (used on a GPU-less local head)."
     )
+    env_groups: int = Field(
+        1, ge=1, description="ROLL env groups: GRPO groups (one task x group_size envs) rolled out at the same time "
+                             "(seed name env.env_groups)."
+    )
+    max_traj_per_env: int | None = Field(
+        None, ge=1, description="ROLL: trajectories one env instance may produce per step (null = derived, "
+        "ceil(train_batch_size / env_groups); a smaller value is an error) (seed name env.max_traj_per_env)."
+    )
 
 
 class EnvConfig(Section):
+    affects = TRAIN_EVAL
     max_steps: int = Field(8, ge=1, description="Planner steps per episode.")
     success_reward: float = Field(1.0, ge=0, description="Reward when the task is resolved.")
     reward_scale: float = Field(1.0, gt=0, description="Multiplier on the success reward.")
@@ -131,19 +176,6 @@ class EnvConfig(Section):
     disable_cgm_synthesis: bool = Field(False, description="Planner only: repair is refused.")
     apply_patches: bool = Field(True, description="Apply synthesised patches in the sandbox.")
     use_rule_fallback: bool = Field(False, description="On a parse error, take the rule policy's action.")
-    docker_manifest: str | None = Field(None, description="Explicit docker image manifest (wins over discovery).")
-    prepull_containers: bool = Field(False, description="Prepull manifest images before training/eval.")
-    prepull_max_workers: int = Field(8, ge=1, description="Parallel pulls.")
-    prepull_retries: int = Field(3, ge=0, description="Retries per image.")
-    prepull_delay: float = Field(2.0, ge=0, description="Seconds between retries (doubles each time).")
-    prepull_timeout: float = Field(600.0, gt=0, description="Seconds per pull.")
-    env_groups: int = Field(
-        1, ge=1, description="ROLL env groups: GRPO groups (one task x group_size envs) rolled out at the same time."
-    )
-    max_traj_per_env: int | None = Field(
-        None, ge=1, description="ROLL: trajectories one env instance may produce per step (null = derived, "
-        "ceil(train_batch_size / env_groups); a smaller value is an error)."
-    )
     memory_max_nodes: int = Field(40, ge=1, description="Cap on nodes in curated memory M.")
     working_max_nodes: int = Field(200, ge=1, description="Cap on nodes in working graph W.")
     patch_max_files: int = Field(5, ge=1, description="Patch guard: most files one repair patch may touch.")
@@ -156,7 +188,23 @@ class EnvConfig(Section):
     )
 
 
+class ImagesConfig(Section):
+    """Task images: which manifest lists them and how they are prepulled (seed names: env.docker_manifest,
+    env.prepull_containers, env.prepull_*)."""
+
+    affects = TRAIN_EVAL
+    field_affects = {"manifest": frozenset({"manifest", "train", "eval"})}
+    file_fields = frozenset({"manifest"})
+    manifest: str | None = Field(None, description="Explicit docker image manifest (wins over discovery).")
+    prepull: bool = Field(False, description="Prepull manifest images before training/eval.")
+    prepull_max_workers: int = Field(8, ge=1, description="Parallel pulls.")
+    prepull_retries: int = Field(3, ge=0, description="Retries per image.")
+    prepull_delay: float = Field(2.0, ge=0, description="Seconds between retries (doubles each time).")
+    prepull_timeout: float = Field(600.0, gt=0, description="Seconds per pull.")
+
+
 class SandboxConfig(Section):
+    affects = TRAIN_EVAL
     cpus: float = Field(1.0, gt=0, description="Docker CPU limit per container.")
     memory: str = Field("2g", description="Docker memory limit per container.")
     pids_limit: int = Field(512, ge=16, description="Docker pids limit per container.")
@@ -169,6 +217,7 @@ class SandboxConfig(Section):
 
 
 class ParallelConfig(Section):
+    affects = frozenset({"train"})
     tensor_parallel_planner: int = Field(1, ge=1, description="TP degree of the planner engine.")
     tensor_parallel_cgm: int = Field(1, ge=0, description="TP degree of the CGM engine (0 = no local CGM engine).")
     replicas: int = Field(1, ge=1, description="Inference engine replicas.")
@@ -178,6 +227,7 @@ class ParallelConfig(Section):
 
 
 class ResourcesConfig(Section):
+    affects = frozenset({"train"})
     num_gpus: int = Field(0, ge=0, description="GPUs per node.")
     num_nodes: int = Field(1, ge=1, description="Nodes.")
     ray_address: str | None = Field(None, description="Ray cluster address (default: RAY_ADDRESS or a local head).")
@@ -192,12 +242,14 @@ class ResourcesConfig(Section):
 
 
 class WandbWatchConfig(Section):
+    affects = frozenset({"train"})
     enabled: bool = Field(False, description="Call wandb.watch on local models.")
     log: Literal["gradients", "parameters", "all"] = Field("gradients", description="What wandb.watch logs.")
     log_freq: int = Field(200, ge=1, description="Steps between watch logs.")
 
 
 class WandbConfig(Section):
+    affects = frozenset({"train"})
     enabled: bool = Field(False, description="Log to Weights & Biases.")
     offline: bool = Field(False, description="Write local W&B runs only (sync later).")
     project: str = Field("graph-planner", description="W&B project.")
@@ -213,6 +265,8 @@ class WandbConfig(Section):
 
 
 class LoggingConfig(Section):
+    affects = frozenset({"train"})
+    field_affects = {"output_dir": TRAIN_EVAL}
     wandb: WandbConfig = Field(default_factory=WandbConfig)
     log_backend: str = Field("stdout", description="Trackers, comma separated: wandb, tensorboard, stdout, jsonl.")
     track_with: list[str] | None = Field(None, description="ROLL-style tracker list (overrides log_backend).")
@@ -230,6 +284,7 @@ class LoggingConfig(Section):
 
 
 class TelemetryConfig(Section):
+    affects = frozenset()  # what is logged, never what is computed
     log_gpu: bool = Field(True, description="Sample GPU stats (nvidia-ml-py).")
     log_ray: bool = Field(True, description="Sample ray.available_resources().")
     log_patch_stats: bool = Field(True, description="Log patch_* metrics.")
@@ -239,6 +294,9 @@ class TelemetryConfig(Section):
 
 
 class DataConfig(Section):
+    affects = frozenset({"data"})
+    field_affects = {"dataset_name": frozenset({"register"})}
+    file_fields = frozenset({"r2e_dataset", "swebench_dataset", "custom_path", "repos_dir"})
     output_dir: str = Field("prepared", description="Where `gp data prepare` writes its sources.")
     hf_token: SecretStr | None = Field(None, description="HF token (default: HF_TOKEN env; never written).")
     r2e_dataset: str = Field("R2E-Gym/R2E-Gym-Lite", description="R2E-Gym hub name or local path.")
@@ -260,6 +318,7 @@ class DataConfig(Section):
 
 
 class EvalConfig(Section):
+    affects = frozenset({"eval"})
     split: str = Field("test", description="Split evaluated by `gp eval`.")
     batch_size: int = Field(2, ge=1, description="Concurrent episodes (sandboxes).")
     executor: Literal["local", "ray"] = Field("local", description="Where episodes run.")
@@ -278,6 +337,9 @@ class EvalConfig(Section):
 class RunConfig(Section):
     """The whole run configuration: defaults < YAML < CLI (see graph_planner.config.loader)."""
 
+    field_affects = {"verl_overrides": frozenset({"train"}), "resolved_run_dir": frozenset(),
+                     "resolved_config_path": frozenset()}
+
     experiment: ExperimentConfig = Field(default_factory=ExperimentConfig)
     paths: PathsConfig = Field(default_factory=PathsConfig)
     backends: BackendsConfig = Field(default_factory=BackendsConfig)
@@ -286,6 +348,7 @@ class RunConfig(Section):
     training: TrainingConfig = Field(default_factory=TrainingConfig)
     env: EnvConfig = Field(default_factory=EnvConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    images: ImagesConfig = Field(default_factory=ImagesConfig)
     parallel: ParallelConfig = Field(default_factory=ParallelConfig)
     resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
@@ -297,6 +360,11 @@ class RunConfig(Section):
     )
     resolved_run_dir: str | None = Field(None, description="Filled by the loader: the run directory.")
     resolved_config_path: str | None = Field(None, description="Filled by the loader: where this file was written.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _seed_key_names(cls, data: Any) -> Any:
+        return move_seed_keys(data) if isinstance(data, dict) else data
 
     @field_validator("verl_overrides")
     @classmethod

@@ -183,7 +183,7 @@ def manifest_cmd(
     if rewrite:
         (target.parent if target.is_file() else target).joinpath(MANIFEST_NAME).unlink(missing_ok=True)
     try:
-        path = resolve_manifest(config.env.docker_manifest, target)
+        path = resolve_manifest(config.images.manifest, target)
     except (ManifestError, TaskFileError) as exc:
         err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         raise typer.Exit(2) from None

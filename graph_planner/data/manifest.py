@@ -75,7 +75,7 @@ def resolve_manifest(explicit: str | Path | None, dataset_dir: str | Path) -> Pa
     if explicit:
         path = Path(explicit)
         if not path.is_file():
-            raise ManifestError(f"docker manifest not found: {path} (fix env.docker_manifest / --docker-manifest)")
+            raise ManifestError(f"docker manifest not found: {path} (fix images.manifest / --docker-manifest)")
         return path
     directory = Path(dataset_dir)
     if directory.is_file():

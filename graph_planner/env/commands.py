@@ -20,6 +20,8 @@ from graph_planner.config.cli_options import (
     OutputDir,
     PrintConfig,
     RunName,
+    SandboxAlias,
+    SandboxBackend,
     SetItems,
     YamlOnly,
     config_from_cli,
@@ -100,7 +102,8 @@ def run_smoke(config: RunConfig, task: TaskRecord, dataset_dir: Path | None, log
 
 
 def smoke_cmd(
-    backend: Annotated[str | None, typer.Option("--backend", help="Sandbox: local | docker.")] = None,
+    sandbox: SandboxBackend = None,
+    backend: SandboxAlias = None,
     task: Annotated[str | None, typer.Option("--task", help="Task id (default: the first task).")] = None,
     max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Planner steps.")] = 6,
     report: Annotated[Path, typer.Option("--report", help="Where the JSON report goes.")] = Path("smoke_report.json"),
@@ -121,7 +124,7 @@ def smoke_cmd(
     print_config: PrintConfig = False,
 ) -> None:
     """Smoke-test the env: the rule agent on one task in a real sandbox; writes a JSON report."""
-    config = config_from_cli(locals(), extra_map={"backend": "backends.sandbox", "synthesizer": "backends.cgm_backend"})
+    config = config_from_cli(locals(), extra_map={"synthesizer": "backends.cgm_backend"})
     try:
         record, dataset_dir = load_task(task, dataset, shape)
     except (KeyError, FileNotFoundError, ValueError) as exc:

@@ -39,7 +39,9 @@ def load_eval_tasks(dataset: str | Path, limit: int | None = None) -> tuple[list
 
 def _reap_dead_runs(config: RunConfig, tasks: list[TaskRecord]) -> None:
     """Containers left by a killed earlier run (docker backend) are removed before we start again."""
-    if not any((t.backend or config.backends.sandbox) == "docker" for t in tasks):
+    from graph_planner.sandbox.factory import backend_for
+
+    if not any(backend_for(t, config) == "docker" for t in tasks):
         return
     try:
         import docker

@@ -96,7 +96,7 @@ def build_cmd(
 @images_app.command("prepull")
 def prepull_cmd(
     manifest: Annotated[str | None, typer.Option("--manifest", help="Image list: one per line or JSON list "
-                                                    "(default: env.docker_manifest).")] = None,
+                                                    "(default: images.manifest).")] = None,
     max_workers: Annotated[int | None, typer.Option("--max-workers", help="Parallel pulls.")] = None,
     retries: Annotated[int | None, typer.Option("--retries", help="Extra attempts per image.")] = None,
     delay: Annotated[float | None, typer.Option("--delay", help="Seconds before the first retry "
@@ -110,29 +110,30 @@ def prepull_cmd(
     from graph_planner.sandbox.prepull import ManifestError, prepull_images, read_manifest
 
     config = config_from_cli(locals(), write=False, extra_map={
-        "manifest": "env.docker_manifest", "max_workers": "env.prepull_max_workers",
-        "retries": "env.prepull_retries", "delay": "env.prepull_delay", "timeout": "env.prepull_timeout"})
-    env = config.env
-    if not env.docker_manifest:
-        console.print("[red]no manifest: give --manifest FILE (or env.docker_manifest in the config)[/red]")
+        "manifest": "images.manifest", "max_workers": "images.prepull_max_workers",
+        "retries": "images.prepull_retries", "delay": "images.prepull_delay", "timeout": "images.prepull_timeout"})
+    images_config = config.images
+    if not images_config.manifest:
+        console.print("[red]no manifest: give --manifest FILE (or images.manifest in the config)[/red]")
         raise typer.Exit(2)
     try:
-        images = read_manifest(env.docker_manifest)
+        images = read_manifest(images_config.manifest)
     except ManifestError as exc:
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(2) from None
     client = _client()
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=False) as progress:
-        bar = progress.add_task(f"prepull ({env.prepull_max_workers} workers)", total=len(images))
+        bar = progress.add_task(f"prepull ({images_config.prepull_max_workers} workers)", total=len(images))
 
         def on_event(image: str, event: str, detail: str) -> None:
             if event in ("present", "pulled", "failed"):
                 progress.advance(bar)
             progress.update(bar, description=f"{event} {image} {detail}"[:100])
 
-        report = prepull_images(images, max_workers=env.prepull_max_workers, retries=env.prepull_retries,
-                                delay=env.prepull_delay, timeout=env.prepull_timeout, progress=on_event,
+        report = prepull_images(images, max_workers=images_config.prepull_max_workers,
+                                retries=images_config.prepull_retries, delay=images_config.prepull_delay,
+                                timeout=images_config.prepull_timeout, progress=on_event,
                                 client=client)
         progress.update(bar, description="prepull done")
     table = Table("image", "status", "attempts", "seconds", "reason", title="gp images prepull")

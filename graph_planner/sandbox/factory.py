@@ -1,5 +1,6 @@
-"""Pick the sandbox backend of a task: task.backend, else config.backends.sandbox. A backend that is unknown or
-cannot start is an error; there is never a silent fallback to another backend."""
+"""Pick the sandbox backend of a task, one precedence everywhere: CLI > task > config, i.e. an explicit
+``backend`` argument or ``--sandbox`` (``backends.sandbox_override``), else ``task.backend``, else
+``backends.sandbox``. A backend that is unknown or cannot start is an error; there is never a silent fallback."""
 
 from __future__ import annotations
 
@@ -15,14 +16,17 @@ if TYPE_CHECKING:
 BACKENDS = ("local", "docker", "r2egym")
 
 
-def backend_for(task: TaskRecord, config: RunConfig) -> str:
-    return task.backend or config.backends.sandbox
+def backend_for(task: TaskRecord, config: RunConfig, explicit: str | None = None) -> str:
+    """The backend ``task`` runs on: ``explicit`` (a caller's own --sandbox) > ``backends.sandbox_override``
+    (--sandbox recorded in the run config, so worker processes see it too) > ``task.backend`` >
+    ``backends.sandbox``."""
+    return explicit or config.backends.sandbox_override or task.backend or config.backends.sandbox
 
 
 def make_sandbox(task: TaskRecord, config: RunConfig, dataset_dir: str | Path | None = None,
                  run_id: str = "local", backend: str | None = None) -> Sandbox:
-    """Construct (not start) the sandbox of ``task``; ``backend`` overrides task and config when given."""
-    name = backend or backend_for(task, config)
+    """Construct (not start) the sandbox of ``task`` on :func:`backend_for`'s backend."""
+    name = backend_for(task, config, backend)
     if name == "local":
         from graph_planner.sandbox.local import LocalSandbox
 

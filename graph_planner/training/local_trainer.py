@@ -1,7 +1,7 @@
 """The local GRPO backend: one process, an HF causal LM (the toy model on CPU, a real checkpoint on one GPU).
 
 One step: take ``train_batch_size`` tasks in a seeded order (a resumed run sees the same tasks), roll out
-``group_size`` trajectories per task through ``rollout_fn`` (in ROLL-style waves of ``env.env_groups`` groups),
+``group_size`` trajectories per task through ``rollout_fn`` (in ROLL-style waves of ``training.env_groups`` groups),
 turn rewards into GRPO advantages (:mod:`graph_planner.training.grpo`, on verl ``core_algos``), then update the
 policy on every turn's response tokens with the clipped loss, mini-batch by mini-batch (``ppo_mini_batch_size``
 tasks each, ``grad_accum_steps`` micro-batches each), AdamW with linear warm-up and grad-norm clipping.
@@ -77,9 +77,9 @@ def rollout_waves(num_tasks: int, env_groups: int, max_traj_per_env: int | None)
     waves = math.ceil(num_tasks / env_groups)
     if max_traj_per_env is not None and waves > max_traj_per_env:
         raise ValueError(
-            f"training.train_batch_size ({num_tasks}) with env.env_groups ({env_groups}) needs {waves} trajectories "
-            f"per env per step, above env.max_traj_per_env ({max_traj_per_env}): raise env.max_traj_per_env to "
-            f"{waves}, raise env.env_groups to {math.ceil(num_tasks / max_traj_per_env)}, or set it to null")
+            f"training.train_batch_size ({num_tasks}) with training.env_groups ({env_groups}) needs {waves} trajectories "
+            f"per env per step, above training.max_traj_per_env ({max_traj_per_env}): raise training.max_traj_per_env to "
+            f"{waves}, raise training.env_groups to {math.ceil(num_tasks / max_traj_per_env)}, or set it to null")
     return [range(w * env_groups, min(num_tasks, (w + 1) * env_groups)) for w in range(waves)]
 
 
@@ -102,7 +102,7 @@ class LocalGRPOTrainer:
         self.rollout_fn, self.tasks, self.log_fn = rollout_fn, list(tasks), log_fn
         self.run_dir = Path(run_dir or run_paths(config).run_dir)
         self.sampler = TaskSampler(len(self.tasks), self.t.train_batch_size, config.experiment.seed)
-        self.waves = rollout_waves(self.t.train_batch_size, config.env.env_groups, config.env.max_traj_per_env)
+        self.waves = rollout_waves(self.t.train_batch_size, config.training.env_groups, config.training.max_traj_per_env)
         self.max_steps = min(self.t.total_steps, math.ceil(self.t.total_epochs * len(self.tasks) / self.t.train_batch_size))
         self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         if self.t.torch_threads is not None:

@@ -10,7 +10,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from graph_planner.config.cli_options import ConfigFile, SetItems, YamlOnly, config_from_cli
+from graph_planner.config.cli_options import (
+    ConfigFile,
+    SandboxAlias,
+    SandboxBackend,
+    SetItems,
+    YamlOnly,
+    config_from_cli,
+)
 from graph_planner.validation.validate import TaskValidation, ValidationReport, validate_tasks
 
 console = Console(stderr=True)
@@ -36,8 +43,8 @@ def render_table(report: ValidationReport) -> Table:
 
 def validate_tasks_cmd(
     dataset: Annotated[Path, typer.Argument(help="TaskRecord JSONL, or a prepared dir with --split.")],
-    backend: Annotated[str | None, typer.Option("--backend", help="local | docker | r2egym (default: per task, "
-                                                   "else backends.sandbox).")] = None,
+    sandbox: SandboxBackend = None,
+    backend: SandboxAlias = None,
     report: Annotated[Path | None, typer.Option("--report", help="JSON report path (default: "
                                                    "<output_dir>/validate-tasks/<dataset>-<backend>.json).")] = None,
     split: Annotated[str | None, typer.Option("--split", help="Split to read when DATASET is a dir.")] = None,
@@ -51,8 +58,9 @@ def validate_tasks_cmd(
     from graph_planner.data.io import TaskFileError, atomic_write_text, read_task_records, resolve_split_file
     from graph_planner.sandbox.factory import BACKENDS
 
+    backend = sandbox or backend
     if backend is not None and backend not in BACKENDS:
-        console.print(f"[red]error[/red]: --backend {backend!r}: choose one of {', '.join(BACKENDS)}")
+        console.print(f"[red]error[/red]: --sandbox {backend!r}: choose one of {', '.join(BACKENDS)}")
         raise typer.Exit(2)
     config = config_from_cli({"config_file": config_file, "yaml_only": yaml_only, "set_items": set_items},
                              write=False)

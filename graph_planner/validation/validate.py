@@ -97,7 +97,7 @@ def validate_task(task: TaskRecord, config: RunConfig, dataset_dir: str | Path, 
     """Gold patch → must be resolved; restore; no patch → must not be resolved. Errors are recorded, not raised."""
     from graph_planner.sandbox.factory import backend_for, make_sandbox
 
-    name = backend or backend_for(task, config)
+    name = backend_for(task, config, backend)
     start = time.monotonic()
     result = TaskValidation(task_id=task.task_id, backend=name, mode=task.grading_mode, ok=False)
     if not task.gold_patch:
