@@ -3,29 +3,16 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import typer
 from rich.console import Console
 
 from graph_planner.cli_help import attach_examples
 from graph_planner.config.cli_options import (
-    Agent,
-    CgmModelPath,
-    ConfigFile,
-    Dataset,
-    DisableCgm,
-    DockerManifest,
-    ModelPath,
-    OutputDir,
-    PrepullContainers,
-    PrintConfig,
-    RunName,
-    SandboxBackend,
-    Seed,
-    SetItems,
-    WandbOffline,
-    YamlOnly,
+    RUN_OPTIONS,
     config_from_cli,
+    config_options,
 )
 
 app = typer.Typer(help="Graph Planner: data, sandboxes, training and evaluation of repair agents.",
@@ -41,41 +28,24 @@ def _main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug log
 
 
 @app.command("config")
+@config_options(*RUN_OPTIONS)
 def config_cmd(
-    config_file: ConfigFile = None,
-    yaml_only: YamlOnly = False,
-    set_items: SetItems = None,
-    print_config: PrintConfig = False,
-    wandb_offline: WandbOffline = None,
-    dataset: Dataset = None,
-    model_path: ModelPath = None,
-    cgm_model_path: CgmModelPath = None,
-    agent: Agent = None,
-    docker_manifest: DockerManifest = None,
-    prepull_containers: PrepullContainers = None,
-    disable_cgm_synthesis: DisableCgm = None,
-    run_name: RunName = None,
-    output_dir: OutputDir = None,
-    seed: Seed = None,
-    sandbox: SandboxBackend = None,
+    **options: Any,
 ) -> None:
     """Resolve the run config (defaults < YAML < CLI), write resolved_config.yaml and print its path."""
-    config = config_from_cli(locals(), extra_map={"dataset": "paths.dataset_train"})
+    config = config_from_cli(options, extra_map={"dataset": "paths.dataset_train"})
     typer.echo(config.resolved_config_path)
 
 
 @app.command("preflight")
+@config_options("config_file", "yaml_only", "set_items", "print_config", "wandb_offline")
 def preflight_cmd(
-    config_file: ConfigFile = None,
-    yaml_only: YamlOnly = False,
-    set_items: SetItems = None,
-    print_config: PrintConfig = False,
-    wandb_offline: WandbOffline = None,
+    **options: Any,
 ) -> None:
     """Check the parallelism / resource rules; exit 1 listing every broken rule and the fixes."""
     from graph_planner.config.preflight import preflight_check
 
-    config = config_from_cli(locals(), write=False)
+    config = config_from_cli(options, write=False)
     try:
         report = preflight_check(config)
     except ValueError as exc:

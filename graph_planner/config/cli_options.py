@@ -1,15 +1,17 @@
 """Typer options shared by every `gp` command that takes a run config, and their mapping to dotted keys.
 
-A command declares ``**CONFIG_OPTIONS``-style parameters by using the annotated aliases below, then calls
-:func:`config_from_cli` with its locals. Only flags the user actually gave (value is not None) become overrides,
-so defaults < YAML < CLI holds, and ``--yaml-only`` can log each ignored name.
+A command takes the shared options with :func:`config_options` (they arrive in its ``**options``) and declares
+only its own; it then calls :func:`config_from_cli` with both. Only flags the user actually gave (value is not
+None) become overrides, so defaults < YAML < CLI holds, and ``--yaml-only`` can log each ignored name.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+import inspect
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar, get_type_hints
 
 import typer
 
@@ -37,6 +39,48 @@ SandboxBackend = Annotated[str | None, typer.Option(
     "--sandbox", help="local | docker | r2egym: every task runs on it (CLI > task's backend > backends.sandbox).")]
 #: The old name of --sandbox on `gp smoke` / `gp validate-tasks`, kept working but not shown.
 SandboxAlias = Annotated[str | None, typer.Option("--backend", hidden=True, help="Old name of --sandbox.")]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: Every shared option: parameter name -> (annotated type, default).
+SHARED_OPTIONS: dict[str, tuple[Any, Any]] = {
+    "config_file": (ConfigFile, None), "yaml_only": (YamlOnly, False), "set_items": (SetItems, None),
+    "print_config": (PrintConfig, False), "wandb_offline": (WandbOffline, None), "dataset": (Dataset, None),
+    "model_path": (ModelPath, None), "cgm_model_path": (CgmModelPath, None), "agent": (Agent, None),
+    "docker_manifest": (DockerManifest, None), "prepull_containers": (PrepullContainers, None),
+    "disable_cgm_synthesis": (DisableCgm, None), "run_name": (RunName, None), "output_dir": (OutputDir, None),
+    "seed": (Seed, None), "sandbox": (SandboxBackend, None),
+}
+#: The options of a command that reads a config but runs nothing (no run name, model or sandbox).
+CONFIG_ONLY = ("config_file", "yaml_only", "set_items", "print_config")
+#: The options of a command that runs something: `gp train`, `gp config`.
+RUN_OPTIONS = tuple(SHARED_OPTIONS)
+
+
+def config_options(*names: str) -> Callable[[F], F]:
+    """Add the shared options ``names`` to a typer command after its own parameters; their values reach the
+    command in ``**options`` (so one list, here, decides every command's run-config flags)."""
+    unknown = sorted(set(names) - set(SHARED_OPTIONS))
+    if unknown:
+        raise ValueError(f"config_options: no shared option {unknown}; known: {sorted(SHARED_OPTIONS)}")
+
+    def decorate(func: F) -> F:
+        hints = get_type_hints(func, include_extras=True)
+        own = [p.replace(annotation=hints.get(p.name, p.annotation))
+               for p in inspect.signature(func).parameters.values() if p.kind is not p.VAR_KEYWORD]
+        shared = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=SHARED_OPTIONS[n][1],
+                                    annotation=SHARED_OPTIONS[n][0]) for n in names]
+
+        @functools.wraps(func)
+        def command(**kwargs: Any) -> Any:
+            return func(**kwargs)
+
+        command.__signature__ = inspect.Signature(own + shared)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in own + shared}
+        return command  # type: ignore[return-value]
+
+    return decorate
+
 
 #: CLI parameter name -> dotted config key. ``dataset`` is mapped per command (train vs eval).
 FLAG_TO_KEY: dict[str, str] = {

@@ -16,12 +16,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from graph_planner.config.cli_options import (
-    ConfigFile,
-    DockerManifest,
-    PrintConfig,
-    SetItems,
-    YamlOnly,
     config_from_cli,
+    config_options,
 )
 from graph_planner.config.paths import run_paths
 from graph_planner.config.schema import RunConfig
@@ -62,6 +58,7 @@ def _resolve_config(params: dict[str, Any], extra_map: dict[str, str]) -> RunCon
 
 
 @data_app.command("prepare")
+@config_options("config_file", "yaml_only", "set_items", "print_config")
 def prepare_cmd(
     out: Annotated[str | None, typer.Option("--out", help="Output dir (data.output_dir).")] = None,
     r2e_dataset: Annotated[str | None, typer.Option(help="R2E-Gym hub name or local path.")] = None,
@@ -80,16 +77,13 @@ def prepare_cmd(
     repos_dir: Annotated[str | None, typer.Option(help="Local repo trees, <dir>/<repo short name>.")] = None,
     hf_token: Annotated[str | None, typer.Option(help="HF token (default: HF_TOKEN; never written).")] = None,
     max_steps: Annotated[int | None, typer.Option(help="max_steps written into each task.")] = None,
-    config_file: ConfigFile = None,
-    yaml_only: YamlOnly = False,
-    set_items: SetItems = None,
-    print_config: PrintConfig = False,
+    **options: Any,
 ) -> None:
     """Load R2E-Gym / SWE-bench / custom tasks, normalise them into TaskRecords and write the prepared dirs."""
     from graph_planner.data.prepare import PrepareError, prepare_datasets
     from graph_planner.data.sources.hf_loader import DataSourceError
 
-    config = _resolve_config(dict(locals()), PREPARE_FLAGS)
+    config = _resolve_config({**locals(), **options}, PREPARE_FLAGS)
     import datasets
 
     datasets.disable_progress_bars()  # one bar per stage below instead of datasets' per-file bars
@@ -123,6 +117,7 @@ def prepare_cmd(
 
 
 @data_app.command("register")
+@config_options("config_file", "yaml_only", "set_items", "print_config")
 def register_cmd(
     inputs: Annotated[list[Path], typer.Argument(help="TaskRecord JSONL files or prepared source dirs.")],
     name: Annotated[str | None, typer.Option(help="Dataset name (data.dataset_name).")] = None,
@@ -132,16 +127,13 @@ def register_cmd(
     = None,
     rllm_layout: Annotated[bool, typer.Option("--rllm-layout", help="Also write rLLM <split>_verl.parquet.")]
     = False,
-    config_file: ConfigFile = None,
-    yaml_only: YamlOnly = False,
-    set_items: SetItems = None,
-    print_config: PrintConfig = False,
+    **options: Any,
 ) -> None:
     """Write verl parquet rows for prepared JSONL (one split per file stem); unchanged input is a no-op."""
     from graph_planner.data.io import NON_SPLIT_FILES, TaskFileError
     from graph_planner.data.registry import RegistrationError, register_dataset
 
-    config = _resolve_config(dict(locals()), {"name": "data.dataset_name"})
+    config = _resolve_config({**locals(), **options}, {"name": "data.dataset_name"})
     registry_dir = out or run_paths(config).registry
     groups: dict[str, list[Path]] = {}
     for item in inputs:
@@ -163,22 +155,19 @@ def register_cmd(
 
 
 @data_app.command("manifest")
+@config_options("docker_manifest", "config_file", "yaml_only", "set_items", "print_config")
 def manifest_cmd(
     dataset_dir: Annotated[Path | None, typer.Argument(help="Prepared dir or JSONL (default data.output_dir).")]
     = None,
-    docker_manifest: DockerManifest = None,
     rewrite: Annotated[bool, typer.Option("--rewrite", help="Collect images again, replacing docker_images.txt.")]
     = False,
-    config_file: ConfigFile = None,
-    yaml_only: YamlOnly = False,
-    set_items: SetItems = None,
-    print_config: PrintConfig = False,
+    **options: Any,
 ) -> None:
     """Print the docker manifest in use: explicit > <dataset dir>/docker_images.txt > collected and written."""
     from graph_planner.data.io import TaskFileError
     from graph_planner.data.manifest import MANIFEST_NAME, ManifestError, read_manifest, resolve_manifest
 
-    config = _resolve_config(dict(locals()), {})
+    config = _resolve_config({**locals(), **options}, {})
     target = dataset_dir or Path(config.data.output_dir)
     if rewrite:
         (target.parent if target.is_file() else target).joinpath(MANIFEST_NAME).unlink(missing_ok=True)

@@ -14,17 +14,9 @@ import typer
 from pydantic import BaseModel, Field
 
 from graph_planner.config.cli_options import (
-    Agent,
-    ConfigFile,
-    DisableCgm,
-    OutputDir,
-    PrintConfig,
-    RunName,
     SandboxAlias,
-    SandboxBackend,
-    SetItems,
-    YamlOnly,
     config_from_cli,
+    config_options,
 )
 from graph_planner.config.paths import run_paths
 from graph_planner.config.schema import RunConfig
@@ -101,8 +93,8 @@ def run_smoke(config: RunConfig, task: TaskRecord, dataset_dir: Path | None, log
     )
 
 
+@config_options("sandbox", "agent", "disable_cgm_synthesis", "run_name", "output_dir", "config_file", "yaml_only", "set_items", "print_config")
 def smoke_cmd(
-    sandbox: SandboxBackend = None,
     backend: SandboxAlias = None,
     task: Annotated[str | None, typer.Option("--task", help="Task id (default: the first task).")] = None,
     max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Planner steps.")] = 6,
@@ -114,17 +106,10 @@ def smoke_cmd(
     shape: Annotated[str, typer.Option("--shape", help="Bundled sample rows: swebench | r2e.")] = "swebench",
     log_dir: Annotated[Path | None, typer.Option("--log-dir", help="Trajectory / test-run JSONL dir.")] = None,
     require_resolved: Annotated[bool, typer.Option("--require-resolved", help="Exit 1 unless resolved.")] = False,
-    agent: Agent = None,
-    disable_cgm_synthesis: DisableCgm = None,
-    run_name: RunName = None,
-    output_dir: OutputDir = None,
-    config_file: ConfigFile = None,
-    yaml_only: YamlOnly = False,
-    set_items: SetItems = None,
-    print_config: PrintConfig = False,
+    **options: Any,
 ) -> None:
     """Smoke-test the env: the rule agent on one task in a real sandbox; writes a JSON report."""
-    config = config_from_cli(locals(), extra_map={"synthesizer": "backends.cgm_backend"})
+    config = config_from_cli({**locals(), **options}, extra_map={"synthesizer": "backends.cgm_backend"})
     try:
         record, dataset_dir = load_task(task, dataset, shape)
     except (KeyError, FileNotFoundError, ValueError) as exc:

@@ -2,38 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from graph_planner.config.cli_options import (
-    Agent,
-    CgmModelPath,
-    ConfigFile,
-    Dataset,
-    DisableCgm,
-    DockerManifest,
-    ModelPath,
-    OutputDir,
-    PrintConfig,
-    RunName,
-    SandboxBackend,
-    SetItems,
-    WandbOffline,
-    YamlOnly,
     config_from_cli,
+    config_options,
 )
 
 
+@config_options("config_file", "yaml_only", "set_items", "print_config", "wandb_offline", "dataset", "agent", "model_path", "cgm_model_path", "docker_manifest", "disable_cgm_synthesis", "run_name", "output_dir", "sandbox")
 def eval_cmd(
-    config_file: ConfigFile = None,
-    yaml_only: YamlOnly = False,
-    set_items: SetItems = None,
-    print_config: PrintConfig = False,
-    wandb_offline: WandbOffline = None,
-    dataset: Dataset = None,
     dataset_split: Annotated[str | None, typer.Option("--dataset-split", help="Split name (eval.split).")] = None,
     batch_size: Annotated[int | None, typer.Option("--batch-size", help="Concurrent sandboxes.")] = None,
     limit: Annotated[int | None, typer.Option("--limit", help="Evaluate the first N tasks.")] = None,
@@ -44,19 +26,12 @@ def eval_cmd(
         "--swebench-harness/--no-swebench-harness",
         help="Also grade predictions.jsonl with the official swebench harness (needs the tasks' images locally; "
              "eval.use_swebench_harness).")] = None,
-    agent: Agent = None,
-    model_path: ModelPath = None,
-    cgm_model_path: CgmModelPath = None,
-    docker_manifest: DockerManifest = None,
-    disable_cgm_synthesis: DisableCgm = None,
-    run_name: RunName = None,
-    output_dir: OutputDir = None,
-    sandbox: SandboxBackend = None,
+    **options: Any,
 ) -> None:
     """Evaluate a policy; killed runs resume on the same --run-name (finished tasks are skipped)."""
     from graph_planner.eval.api import evaluate_dataset
 
-    config = config_from_cli(locals(), extra_map={
+    config = config_from_cli({**locals(), **options}, extra_map={
         "dataset": "paths.dataset_eval", "dataset_split": "eval.split", "batch_size": "eval.batch_size",
         "limit": "eval.limit", "executor": "eval.executor", "baselines": "eval.baselines",
         "swebench_harness": "eval.use_swebench_harness"})

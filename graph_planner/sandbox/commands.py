@@ -4,14 +4,17 @@ thin CLI shells over graph_planner.sandbox.{reaper,images,prepull}; progress and
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from graph_planner.config.cli_options import ConfigFile, SetItems, YamlOnly, config_from_cli
+from graph_planner.config.cli_options import (
+    config_from_cli,
+    config_options,
+)
 
 if TYPE_CHECKING:
     import docker
@@ -94,6 +97,7 @@ def build_cmd(
 
 
 @images_app.command("prepull")
+@config_options("config_file", "yaml_only", "set_items")
 def prepull_cmd(
     manifest: Annotated[str | None, typer.Option("--manifest", help="Image list: one per line or JSON list "
                                                     "(default: images.manifest).")] = None,
@@ -102,14 +106,12 @@ def prepull_cmd(
     delay: Annotated[float | None, typer.Option("--delay", help="Seconds before the first retry "
                                                    "(doubles, jittered).")] = None,
     timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds per pull attempt.")] = None,
-    config_file: ConfigFile = None,
-    yaml_only: YamlOnly = False,
-    set_items: SetItems = None,
+    **options: Any,
 ) -> None:
     """Pull every image of a manifest in parallel; exit 1 when any image failed (reasons in the table)."""
     from graph_planner.sandbox.prepull import ManifestError, prepull_images, read_manifest
 
-    config = config_from_cli(locals(), write=False, extra_map={
+    config = config_from_cli({**locals(), **options}, write=False, extra_map={
         "manifest": "images.manifest", "max_workers": "images.prepull_max_workers",
         "retries": "images.prepull_retries", "delay": "images.prepull_delay", "timeout": "images.prepull_timeout"})
     images_config = config.images

@@ -5,28 +5,14 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from graph_planner.config.cli_options import (
-    Agent,
-    CgmModelPath,
-    ConfigFile,
-    Dataset,
-    DisableCgm,
-    DockerManifest,
-    ModelPath,
-    OutputDir,
-    PrepullContainers,
-    PrintConfig,
-    RunName,
-    SandboxBackend,
-    Seed,
-    SetItems,
-    WandbOffline,
-    YamlOnly,
+    RUN_OPTIONS,
     config_from_cli,
+    config_options,
 )
 from graph_planner.config.schema import RunConfig
 
@@ -80,29 +66,15 @@ def run_verl(config: RunConfig, train_files: str | None, val_files: str | None, 
     return outcome.code
 
 
+@config_options(*RUN_OPTIONS)
 def train_cmd(
-    config_file: ConfigFile = None,
-    yaml_only: YamlOnly = False,
-    set_items: SetItems = None,
-    print_config: PrintConfig = False,
-    wandb_offline: WandbOffline = None,
-    dataset: Dataset = None,
-    model_path: ModelPath = None,
-    cgm_model_path: CgmModelPath = None,
-    agent: Agent = None,
-    docker_manifest: DockerManifest = None,
-    prepull_containers: PrepullContainers = None,
-    disable_cgm_synthesis: DisableCgm = None,
-    run_name: RunName = None,
-    output_dir: OutputDir = None,
-    seed: Seed = None,
-    sandbox: SandboxBackend = None,
     train_files: TrainFiles = None,
     val_files: ValFiles = None,
     dry_run: DryRun = False,
+    **options: Any,
 ) -> None:
     """GRPO training: training.backend=local runs here; verl submits a Ray job (exit 0 ok, 1 failed, 2 refused)."""
-    config = config_from_cli(locals(), extra_map={"dataset": "paths.dataset_train"})
+    config = config_from_cli({**locals(), **options}, extra_map={"dataset": "paths.dataset_train"})
     if config.training.backend == "local":
         code = run_local(config, dry_run)
     else:

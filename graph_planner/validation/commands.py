@@ -4,19 +4,16 @@ table, writes a JSON report, exits 1 listing the tasks that fail (they must not 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from graph_planner.config.cli_options import (
-    ConfigFile,
     SandboxAlias,
-    SandboxBackend,
-    SetItems,
-    YamlOnly,
     config_from_cli,
+    config_options,
 )
 from graph_planner.validation.validate import TaskValidation, ValidationReport, validate_tasks
 
@@ -41,29 +38,27 @@ def render_table(report: ValidationReport) -> Table:
     return table
 
 
+@config_options("sandbox", "config_file", "yaml_only", "set_items")
 def validate_tasks_cmd(
     dataset: Annotated[Path, typer.Argument(help="TaskRecord JSONL, or a prepared dir with --split.")],
-    sandbox: SandboxBackend = None,
     backend: SandboxAlias = None,
     report: Annotated[Path | None, typer.Option("--report", help="JSON report path (default: "
                                                    "<output_dir>/validate-tasks/<dataset>-<backend>.json).")] = None,
     split: Annotated[str | None, typer.Option("--split", help="Split to read when DATASET is a dir.")] = None,
     task_ids: Annotated[list[str] | None, typer.Option("--task-id", help="Only these tasks (repeatable).")] = None,
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="Validate the first N tasks.")] = None,
-    config_file: ConfigFile = None,
-    yaml_only: YamlOnly = False,
-    set_items: SetItems = None,
+    **options: Any,
 ) -> None:
     """Validate tasks: the gold patch must grade resolved, the empty patch unresolved (exit 1 if any fails)."""
     from graph_planner.data.io import TaskFileError, atomic_write_text, read_task_records, resolve_split_file
     from graph_planner.sandbox.factory import BACKENDS
 
-    backend = sandbox or backend
+    backend = options["sandbox"] or backend
     if backend is not None and backend not in BACKENDS:
         console.print(f"[red]error[/red]: --sandbox {backend!r}: choose one of {', '.join(BACKENDS)}")
         raise typer.Exit(2)
-    config = config_from_cli({"config_file": config_file, "yaml_only": yaml_only, "set_items": set_items},
-                             write=False)
+    # the backend stays an explicit argument (it beats each task's own), not a config value
+    config = config_from_cli({**options, "sandbox": None}, write=False)
     try:
         file = resolve_split_file(dataset, split)
         records = read_task_records(file)
