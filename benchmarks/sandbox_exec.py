@@ -56,7 +56,7 @@ def main() -> int:
         starts, raw_starts = [], []
         for i in range(args.starts):
             began = time.perf_counter()
-            with DockerSandbox(task, config, tmp, run_id=f"bench-{i}", client=client):
+            with DockerSandbox(task, config.sandbox, tmp, run_id=f"bench-{i}", client=client):
                 starts.append(time.perf_counter() - began)
             began = time.perf_counter()
             container = client.containers.run(IMAGE, entrypoint=["sleep", "infinity"], detach=True,
@@ -65,7 +65,7 @@ def main() -> int:
             container.remove(force=True)
 
         session, plain = [], []
-        with DockerSandbox(task, config, tmp, run_id="bench-exec", client=client) as sandbox:
+        with DockerSandbox(task, config.sandbox, tmp, run_id="bench-exec", client=client) as sandbox:
             container = sandbox.container
             for _ in range(10):  # warm both paths
                 sandbox.exec("true")

@@ -64,7 +64,7 @@ def test_files_from_a_docker_style_directory_tar_are_repo_relative():
 def test_graph_is_built_from_the_task_sandbox_not_the_host(tmp_path):
     _, gold, test_patch = make_calc_repo(tmp_path)
     task = swebench_task(tmp_path, gold, test_patch)
-    with LocalSandbox(task, local_config(), tmp_path, "cg") as sandbox:
+    with LocalSandbox(task, local_config().sandbox, tmp_path, "cg") as sandbox:
         sandbox.write_file("calc/extra.py", "from calc.ops import add\n\n\ndef twice(x):\n    return add(x, x)\n")
         files = load_files_from_sandbox(sandbox)
         graph = build_graph(files, task.repo, task.base_commit)
@@ -83,7 +83,7 @@ def test_graph_is_built_from_the_task_sandbox_not_the_host(tmp_path):
 def test_hidden_r2e_tests_never_enter_the_graph(tmp_path):
     _, gold, _ = make_calc_repo(tmp_path)
     task = r2e_task(tmp_path, gold)
-    with LocalSandbox(task, local_config(), tmp_path, "cg") as sandbox:
+    with LocalSandbox(task, local_config().sandbox, tmp_path, "cg") as sandbox:
         files = load_files_from_sandbox(sandbox)
     assert files and not any("r2e_tests" in path for path in files)
 

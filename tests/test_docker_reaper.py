@@ -39,7 +39,7 @@ HOLDER = textwrap.dedent("""
     sys.path.insert(0, {tests!r})
     from docker_fixtures import docker_config, tiny_task
     from graph_planner.sandbox.docker import DockerSandbox
-    boxes = [DockerSandbox(tiny_task(task_id=f"held-{{i}}"), docker_config(), {dataset!r}, run_id={run!r})
+    boxes = [DockerSandbox(tiny_task(task_id=f"held-{{i}}"), docker_config().sandbox, {dataset!r}, run_id={run!r})
              for i in range(3)]
     for box in boxes:
         box.start()
@@ -88,7 +88,7 @@ def test_sigterm_makes_a_run_remove_its_own_containers(docker_client, tiny_datas
 @pytest.mark.docker
 def test_containers_of_live_runs_are_kept_unless_their_run_is_named(docker_client, tiny_dataset):  # noqa: F811
     run_id = f"live-{uuid.uuid4().hex[:8]}"
-    box = DockerSandbox(tiny_task(), docker_config(), tiny_dataset, run_id=run_id, client=docker_client)
+    box = DockerSandbox(tiny_task(), docker_config().sandbox, tiny_dataset, run_id=run_id, client=docker_client)
     box.start()
     try:
         name = box.container.name

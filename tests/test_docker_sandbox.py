@@ -29,7 +29,7 @@ TREE_STATE = ("git ls-files -s --cached --others --exclude-standard | sort; "
 
 @pytest.fixture
 def sandbox(docker_client, tiny_dataset):  # noqa: F811
-    box = DockerSandbox(tiny_task(), docker_config(), tiny_dataset, run_id="test-docker", client=docker_client)
+    box = DockerSandbox(tiny_task(), docker_config().sandbox, tiny_dataset, run_id="test-docker", client=docker_client)
     box.start()
     try:
         yield box
@@ -129,7 +129,7 @@ def test_grading_runs_in_the_container(sandbox):
 def test_close_removes_the_container(docker_client, tiny_dataset):  # noqa: F811
     import docker.errors
 
-    box = DockerSandbox(tiny_task(), docker_config(), tiny_dataset, run_id="test-docker", client=docker_client)
+    box = DockerSandbox(tiny_task(), docker_config().sandbox, tiny_dataset, run_id="test-docker", client=docker_client)
     with box:
         container_id = box.container.id
         assert box.base_commit
@@ -140,4 +140,4 @@ def test_close_removes_the_container(docker_client, tiny_dataset):  # noqa: F811
 def test_missing_image_is_a_clear_error(docker_client, tiny_dataset):  # noqa: F811
     task = tiny_task(image="127.0.0.1:9/graph-planner/absent:nope")
     with pytest.raises(SandboxError, match="absent:nope.*gp images"):
-        DockerSandbox(task, docker_config(), tiny_dataset, run_id="test-docker", client=docker_client).start()
+        DockerSandbox(task, docker_config().sandbox, tiny_dataset, run_id="test-docker", client=docker_client).start()

@@ -21,7 +21,7 @@ def calc(tmp_path: Path) -> tuple[Path, str, str]:
 @pytest.fixture()
 def sandbox(tmp_path: Path, calc: tuple[Path, str, str]):
     _, gold, test_patch = calc
-    with LocalSandbox(swebench_task(tmp_path, gold, test_patch), local_config(), tmp_path, "t") as sb:
+    with LocalSandbox(swebench_task(tmp_path, gold, test_patch), local_config().sandbox, tmp_path, "t") as sb:
         yield sb
 
 
@@ -79,7 +79,7 @@ def test_restore_goes_back_to_an_intermediate_snapshot_including_new_files(sandb
 
 def test_hidden_r2e_tests_are_refused_before_grading(tmp_path, calc):
     _, gold, _ = calc
-    with LocalSandbox(r2e_task(tmp_path, gold), local_config(), tmp_path, "t") as sb:
+    with LocalSandbox(r2e_task(tmp_path, gold), local_config().sandbox, tmp_path, "t") as sb:
         with pytest.raises(HiddenPathError):
             sb.read_file("r2e_tests/test_1.py")
         with pytest.raises(HiddenPathError):
@@ -175,13 +175,13 @@ def test_unshare_cuts_the_network_when_available(tmp_path, calc):
         pytest.skip("neither unshare -n nor bubblewrap works on this machine")
     _, gold, test_patch = calc
     task = swebench_task(tmp_path, gold, test_patch)
-    with LocalSandbox(task, local_config(network=False), tmp_path, "t") as sb:
+    with LocalSandbox(task, local_config(network=False).sandbox, tmp_path, "t") as sb:
         interfaces = [line.split(":")[0].strip() for line in sb.exec("cat /proc/net/dev").stdout.splitlines()[2:]]
         assert interfaces == ["lo"]
         loopback = ("import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); "
                     "socket.create_connection(s.getsockname()); print('loopback ok')")
         assert sb.exec(f'python -c "{loopback}"').stdout.strip() == "loopback ok"  # local servers still work
-    with LocalSandbox(task, local_config(network=True), tmp_path, "t") as sb:
+    with LocalSandbox(task, local_config(network=True).sandbox, tmp_path, "t") as sb:
         assert sb.exec("cat /proc/net/dev").stdout.count("\n") > 3
 
 
@@ -189,22 +189,22 @@ def test_local_backend_without_repo_path_fails_clearly(tmp_path, calc):
     _, gold, test_patch = calc
     task = swebench_task(tmp_path, gold, test_patch, repo_path=None, image="swebench/sweb.eval.x86_64.x:latest")
     with pytest.raises(SandboxError, match="--sandbox docker"):
-        LocalSandbox(task, local_config(), tmp_path, "t").start()
+        LocalSandbox(task, local_config().sandbox, tmp_path, "t").start()
 
 
 def test_plain_source_tree_becomes_a_deterministic_git_repo_at_the_base(tmp_path):
     _, gold, test_patch = make_calc_repo(tmp_path, with_git=False)
     task = swebench_task(tmp_path, gold, test_patch)
-    with LocalSandbox(task, local_config(), tmp_path, "t") as sb:
+    with LocalSandbox(task, local_config().sandbox, tmp_path, "t") as sb:
         head = sb.base_commit
         assert head and sb.diff() == ""
         sb.apply_patch(gold)
         assert "return a + b" in sb.diff()
-    with LocalSandbox(task.model_copy(update={"base_commit": head}), local_config(), tmp_path, "t") as sb:
+    with LocalSandbox(task.model_copy(update={"base_commit": head}), local_config().sandbox, tmp_path, "t") as sb:
         assert sb.base_commit == head  # same tree, same commit id: the record's base_commit is reproducible
     (tmp_path / "repos" / "calc" / "README.md").write_text("edited after prepare\n")
     with pytest.raises(SandboxError, match="not the task's base"):
-        LocalSandbox(task.model_copy(update={"base_commit": head}), local_config(), tmp_path, "t").start()
+        LocalSandbox(task.model_copy(update={"base_commit": head}), local_config().sandbox, tmp_path, "t").start()
 
 
 def test_close_removes_the_temp_copy(sandbox):

@@ -20,7 +20,7 @@ def calc(tmp_path: Path) -> tuple[Path, str, str]:
 
 def test_swebench_task_unresolved_before_and_resolved_after_the_gold_patch(tmp_path, calc):
     _, gold, test_patch = calc
-    with LocalSandbox(swebench_task(tmp_path, gold, test_patch), local_config(), tmp_path, "t") as sb:
+    with LocalSandbox(swebench_task(tmp_path, gold, test_patch), local_config().sandbox, tmp_path, "t") as sb:
         empty = sb.run_tests()
         assert empty.mode == "swebench" and not empty.resolved and empty.error is None
         assert empty.statuses["tests/test_add.py::test_add"] == "FAILED"
@@ -35,7 +35,7 @@ def test_swebench_task_unresolved_before_and_resolved_after_the_gold_patch(tmp_p
 
 def test_fix_that_breaks_a_pass_to_pass_test_is_not_resolved(tmp_path, calc):
     _, gold, test_patch = calc
-    with LocalSandbox(swebench_task(tmp_path, gold, test_patch), local_config(), tmp_path, "t") as sb:
+    with LocalSandbox(swebench_task(tmp_path, gold, test_patch), local_config().sandbox, tmp_path, "t") as sb:
         sb.apply_patch(gold)
         sb.apply_patch(BREAK_SUB)
         report = sb.run_tests()
@@ -46,7 +46,7 @@ def test_fix_that_breaks_a_pass_to_pass_test_is_not_resolved(tmp_path, calc):
 
 def test_run_tests_restores_the_agents_tree_exactly(tmp_path, calc):
     _, gold, test_patch = calc
-    with LocalSandbox(swebench_task(tmp_path, gold, test_patch), local_config(), tmp_path, "t") as sb:
+    with LocalSandbox(swebench_task(tmp_path, gold, test_patch), local_config().sandbox, tmp_path, "t") as sb:
         sb.apply_patch(gold)
         sb.write_file("scratch/repro.py", "print('repro')\n")
         sb.write_file("tests/test_ops.py", "# agent rewrote this test file\n")
@@ -61,7 +61,7 @@ def test_run_tests_restores_the_agents_tree_exactly(tmp_path, calc):
 def test_r2e_task_graded_by_expected_output_equality(tmp_path, calc):
     _, gold, _ = calc
     task = r2e_task(tmp_path, gold)
-    with LocalSandbox(task, local_config(), tmp_path, "t") as sb:
+    with LocalSandbox(task, local_config().sandbox, tmp_path, "t") as sb:
         empty = sb.run_tests()
         assert empty.mode == "r2e" and not empty.resolved
         assert empty.statuses["r2e_tests/test_1.py::TestCalc::test_add"] == "FAILED"
@@ -69,14 +69,14 @@ def test_r2e_task_graded_by_expected_output_equality(tmp_path, calc):
         assert sb.run_tests().resolved
     # the expected map says test_sub must FAIL: a run where it passes is not the expected output
     strict = r2e_task(tmp_path, gold, expected_output={"TestCalc.test_add": "PASSED", "TestCalc.test_sub": "FAILED"})
-    with LocalSandbox(strict, local_config(), tmp_path, "t") as sb:
+    with LocalSandbox(strict, local_config().sandbox, tmp_path, "t") as sb:
         sb.apply_patch(gold)
         assert not sb.run_tests().resolved
 
 
 def test_selectors_run_only_the_chosen_tests_against_the_agents_tree(tmp_path, calc):
     _, gold, test_patch = calc
-    with LocalSandbox(swebench_task(tmp_path, gold, test_patch), local_config(), tmp_path, "t") as sb:
+    with LocalSandbox(swebench_task(tmp_path, gold, test_patch), local_config().sandbox, tmp_path, "t") as sb:
         report = sb.run_tests(["tests/test_ops.py::test_sub"])
         assert report.mode == "selectors" and report.resolved
         assert report.statuses == {"tests/test_ops.py::test_sub": "PASSED"}
@@ -86,7 +86,7 @@ def test_selectors_run_only_the_chosen_tests_against_the_agents_tree(tmp_path, c
 def test_test_run_past_its_timeout_is_reported_not_resolved(tmp_path, calc):
     _, gold, test_patch = calc
     task = swebench_task(tmp_path, gold, test_patch, test_cmd="sleep 30; python -m pytest -rA")
-    with LocalSandbox(task, local_config(test_timeout=1), tmp_path, "t") as sb:
+    with LocalSandbox(task, local_config(test_timeout=1).sandbox, tmp_path, "t") as sb:
         sb.apply_patch(gold)
         before = sb.diff()
         report = sb.run_tests()
@@ -98,7 +98,7 @@ def test_nonzero_exit_without_failing_tests_is_not_trusted(tmp_path, calc):
     _, gold, test_patch = calc
     task = swebench_task(tmp_path, gold, test_patch,
                          test_cmd="sh -c 'python -m pytest -rA -p no:cacheprovider \"$@\"; exit 3' sh")
-    with LocalSandbox(task, local_config(), tmp_path, "t") as sb:
+    with LocalSandbox(task, local_config().sandbox, tmp_path, "t") as sb:
         sb.apply_patch(gold)
         report = sb.run_tests()
         assert not report.resolved and "exited 3" in (report.error or "")
@@ -107,7 +107,7 @@ def test_nonzero_exit_without_failing_tests_is_not_trusted(tmp_path, calc):
 def test_test_patch_that_does_not_apply_is_an_error_not_a_grade(tmp_path, calc):
     _, gold, _ = calc
     broken = "--- a/tests/test_ops.py\n+++ b/tests/test_ops.py\n@@ -1,1 +1,1 @@\n-nothing here\n+x\n"
-    with LocalSandbox(swebench_task(tmp_path, gold, broken), local_config(), tmp_path, "t") as sb:
+    with LocalSandbox(swebench_task(tmp_path, gold, broken), local_config().sandbox, tmp_path, "t") as sb:
         sb.apply_patch(gold)
         report = sb.run_tests()
         assert not report.resolved and "test_patch" in (report.error or "")

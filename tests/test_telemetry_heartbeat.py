@@ -69,7 +69,7 @@ def test_fake_nvml_gpu_metrics_names_and_units(fake_nvml: dict[str, int]) -> Non
 
 def test_log_gpu_off_never_touches_nvml(fake_nvml: dict[str, int]) -> None:
     config = RunConfig.model_validate({"telemetry": {"log_gpu": False, "log_ray": False, "heartbeat_interval_s": 5}})
-    beat = Heartbeat.from_config(config, InMemoryTracker())
+    beat = Heartbeat.from_config(config.telemetry, InMemoryTracker())
     assert beat.interval_s == 5 and beat.beat() == {}
     assert fake_nvml["init"] == 0
 

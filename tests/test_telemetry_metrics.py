@@ -42,7 +42,7 @@ def test_parallel_metrics_use_the_seed_names() -> None:
 
 
 def test_episode_metrics_hand_computed() -> None:
-    m = episode_metrics(_batch(), seconds=30.0, config=RunConfig())
+    m = episode_metrics(_batch(), seconds=30.0, switches=RunConfig().telemetry)
     assert m["episodes"] == 3 and m["episodes_per_min"] == pytest.approx(6.0)
     assert m["reward/mean"] == pytest.approx(0.5 / 3)
     assert m["reward/std"] == pytest.approx(math.sqrt(((1 - 1 / 6) ** 2 + (1 / 6) ** 2 + (2 / 3) ** 2) / 3))
@@ -61,19 +61,19 @@ def test_episode_metrics_hand_computed() -> None:
     ],
 )
 def test_telemetry_switch_off_drops_only_its_keys(switch: str, gone: set[str]) -> None:
-    full = episode_metrics(_batch(), 30.0, RunConfig())
-    off = episode_metrics(_batch(), 30.0, RunConfig.model_validate({"telemetry": {switch: False}}))
+    full = episode_metrics(_batch(), 30.0, RunConfig().telemetry)
+    off = episode_metrics(_batch(), 30.0, RunConfig.model_validate({"telemetry": {switch: False}}).telemetry)
     assert gone <= set(full)
     assert set(full) - set(off) == gone
 
 
 def test_episode_metrics_empty_batch_and_bad_inputs() -> None:
-    assert episode_metrics([], 10.0, RunConfig()) == {"episodes": 0.0, "episodes_per_min": 0.0}
+    assert episode_metrics([], 10.0, RunConfig().telemetry) == {"episodes": 0.0, "episodes_per_min": 0.0}
     with pytest.raises(ValueError, match="seconds must be > 0"):
-        episode_metrics(_batch(), 0.0, RunConfig())
+        episode_metrics(_batch(), 0.0, RunConfig().telemetry)
     broken = Trajectory("task-7", info={"patch_stats": {"generated": 1, "rejected": ["syntax_error"]}})
     with pytest.raises(TypeError, match="task-7.*rejected"):
-        episode_metrics([broken], 1.0, RunConfig())
+        episode_metrics([broken], 1.0, RunConfig().telemetry)
 
 
 def test_passthrough_keeps_verl_names_and_scalars_only() -> None:

@@ -24,7 +24,7 @@ from graph_planner.sandbox.reaper import install_signal_reaper, owner_labels
 from graph_planner.sandbox.shell import ShellSandbox
 
 if TYPE_CHECKING:
-    from graph_planner.config.schema import RunConfig
+    from graph_planner.config.schema import SandboxConfig
     from graph_planner.data.record import TaskRecord
 
 log = logging.getLogger(__name__)
@@ -195,9 +195,9 @@ class DockerSandbox(ShellSandbox):
     backend = "docker"
     hidden_tests_dir_in_sandbox = True  # R2E images keep their hidden tests at /r2e_tests
 
-    def __init__(self, task: TaskRecord, config: RunConfig, dataset_dir: str | Path | None = None,
+    def __init__(self, task: TaskRecord, settings: SandboxConfig, dataset_dir: str | Path | None = None,
                  run_id: str = "local", client: docker.DockerClient | None = None) -> None:
-        super().__init__(task, config, dataset_dir, run_id)
+        super().__init__(task, settings, dataset_dir, run_id)
         self._client = client
         self.container: Any = None
         self._session: ShellSession | None = None

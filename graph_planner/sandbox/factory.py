@@ -30,15 +30,15 @@ def make_sandbox(task: TaskRecord, config: RunConfig, dataset_dir: str | Path | 
     if name == "local":
         from graph_planner.sandbox.local import LocalSandbox
 
-        return LocalSandbox(task, config, dataset_dir, run_id)
+        return LocalSandbox(task, config.sandbox, dataset_dir, run_id)
     if name == "docker":
         try:
             from graph_planner.sandbox.docker import DockerSandbox
         except ImportError as exc:
             raise SandboxError(f"task {task.task_id}: docker backend unavailable: {exc}") from exc
-        return DockerSandbox(task, config, dataset_dir, run_id)
+        return DockerSandbox(task, config.sandbox, dataset_dir, run_id)
     if name == "r2egym":
         from graph_planner.sandbox.r2egym import R2EGymSandbox
 
-        return R2EGymSandbox(task, config, dataset_dir, run_id)
+        return R2EGymSandbox(task, config.sandbox, dataset_dir, run_id)
     raise SandboxError(f"task {task.task_id}: unknown sandbox backend {name!r}; choose one of {', '.join(BACKENDS)}")

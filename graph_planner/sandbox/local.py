@@ -20,7 +20,7 @@ from graph_planner.sandbox.base import SandboxError
 from graph_planner.sandbox.shell import ShellSandbox
 
 if TYPE_CHECKING:
-    from graph_planner.config.schema import RunConfig
+    from graph_planner.config.schema import SandboxConfig
     from graph_planner.data.record import TaskRecord
 
 log = logging.getLogger(__name__)
@@ -59,9 +59,9 @@ class LocalSandbox(ShellSandbox):
     backend = "local"
     _warned_no_netns = False
 
-    def __init__(self, task: TaskRecord, config: RunConfig, dataset_dir: str | Path | None = None,
+    def __init__(self, task: TaskRecord, settings: SandboxConfig, dataset_dir: str | Path | None = None,
                  run_id: str = "local") -> None:
-        super().__init__(task, config, dataset_dir, run_id)
+        super().__init__(task, settings, dataset_dir, run_id)
         self._root: Path | None = None
         self._repo: Path | None = None
         self._prefix: tuple[str, ...] = ()
@@ -119,7 +119,7 @@ class LocalSandbox(ShellSandbox):
         env = dict(os.environ)
         env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
         env.update({"GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat", "PAGER": "cat", "LC_ALL": "C.UTF-8"})
-        if self.config.sandbox.local_isolate_pytest_plugins:
+        if self.settings.local_isolate_pytest_plugins:
             # the host venv's pytest plugins (hydra, anyio, ...) are not the task's; loading them costs ~5 s a run
             env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
         env.update(self.task.env)

@@ -16,7 +16,7 @@ from graph_planner.sandbox.base import SandboxError
 from graph_planner.sandbox.shell import ShellSandbox
 
 if TYPE_CHECKING:
-    from graph_planner.config.schema import RunConfig
+    from graph_planner.config.schema import SandboxConfig
     from graph_planner.data.record import TaskRecord
 
 INSTALL_HINT = ("backend r2egym needs R2E-Gym, which is not on PyPI: git clone https://github.com/R2E-Gym/R2E-Gym "
@@ -38,9 +38,9 @@ class R2EGymSandbox(ShellSandbox):
     backend = "r2egym"
     hidden_tests_dir_in_sandbox = True
 
-    def __init__(self, task: TaskRecord, config: RunConfig, dataset_dir: str | Path | None = None,
+    def __init__(self, task: TaskRecord, settings: SandboxConfig, dataset_dir: str | Path | None = None,
                  run_id: str = "local") -> None:
-        super().__init__(task, config, dataset_dir, run_id)
+        super().__init__(task, settings, dataset_dir, run_id)
         self._env_args, self._repo_env_cls = import_r2egym_env()  # fail at construction: no silent fallback
         self._env: Any = None
 

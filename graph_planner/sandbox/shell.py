@@ -30,7 +30,7 @@ from graph_planner.sandbox.base import HiddenPathError, PatchRejected, SandboxEr
 from graph_planner.sandbox.patching import check_patch, created_files, touched_files, unsafe_path_reason
 
 if TYPE_CHECKING:
-    from graph_planner.config.schema import RunConfig
+    from graph_planner.config.schema import SandboxConfig
     from graph_planner.data.record import TaskRecord
 
 log = logging.getLogger(__name__)
@@ -72,11 +72,10 @@ class ShellSandbox(ABC):
     #: True when the image itself holds ``task.hidden_tests_dir`` (R2E images keep tests at /r2e_tests).
     hidden_tests_dir_in_sandbox: ClassVar[bool] = False
 
-    def __init__(self, task: TaskRecord, config: RunConfig, dataset_dir: str | Path | None = None,
+    def __init__(self, task: TaskRecord, settings: SandboxConfig, dataset_dir: str | Path | None = None,
                  run_id: str = "local") -> None:
         self.task = task
-        self.config = config
-        self.settings = config.sandbox
+        self.settings = settings  # the sandbox reads its own config section, nothing else of the run config
         self.dataset_dir = Path(dataset_dir) if dataset_dir is not None else None
         self.run_id = run_id
         self.op_count = 0

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import pynvml
 from typing_extensions import Self
 
-from graph_planner.config.schema import RunConfig
+from graph_planner.config.schema import TelemetryConfig
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +57,8 @@ class Heartbeat:
         self._said: set[str] = set()
 
     @classmethod
-    def from_config(cls, config: RunConfig, tracker: _LogsMetrics) -> Heartbeat:
-        t = config.telemetry
+    def from_config(cls, t: TelemetryConfig, tracker: _LogsMetrics) -> Heartbeat:
+        """A heartbeat with the run's ``telemetry`` section settings."""
         return cls(tracker, t.heartbeat_interval_s, log_gpu=t.log_gpu, log_ray=t.log_ray)
 
     def _once(self, key: str, message: str, *args: Any) -> None:

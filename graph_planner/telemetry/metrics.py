@@ -12,8 +12,9 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from graph_planner.config.schema import RunConfig
+from graph_planner.config.schema import RunConfig, TelemetryConfig
 from graph_planner.episode.turns import Trajectory
+from graph_planner.telemetry.scalars import scalar
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ def _patch_stats(trajectory: Trajectory) -> tuple[int, int, Counter[str]]:
         raise ValueError(f"{where}: counts must be integers ({exc})") from None
 
 
-def episode_metrics(trajectories: Sequence[Trajectory], seconds: float, config: RunConfig) -> dict[str, float]:
+def episode_metrics(trajectories: Sequence[Trajectory], seconds: float, switches: TelemetryConfig) -> dict[str, float]:
     """Metrics of a batch of finished episodes that took ``seconds`` of wall time.
 
     - ``reward/mean``, ``reward/std`` (population std) of episode returns; ``episodes``; ``episodes_per_min``.
@@ -64,7 +65,6 @@ def episode_metrics(trajectories: Sequence[Trajectory], seconds: float, config: 
     """
     if seconds <= 0:
         raise ValueError(f"episode_metrics: seconds must be > 0 (wall time of the batch), got {seconds}")
-    switches = config.telemetry
     n = len(trajectories)
     out: dict[str, float] = {"episodes": float(n), "episodes_per_min": n * 60.0 / seconds}
     if n == 0:
@@ -98,12 +98,9 @@ def passthrough(verl_metrics: Mapping[str, Any]) -> dict[str, float]:
     """verl's metrics under verl's own names, as floats; non-scalar values (lists, arrays) are skipped."""
     out: dict[str, float] = {}
     for key, value in verl_metrics.items():
-        if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:  # numpy scalar, 0-d tensor
-            value = value.item()
-        if isinstance(value, bool):
-            value = float(value)
-        if isinstance(value, (int, float)):
-            out[str(key)] = float(value)
+        number = scalar(value)
+        if number is not None:
+            out[str(key)] = number
         else:
             log.debug("passthrough: skipping non-scalar verl metric %s (%s)", key, type(value).__name__)
     return out

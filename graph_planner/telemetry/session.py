@@ -24,7 +24,7 @@ def run_telemetry(config: RunConfig, run_dir: str | Path | None = None,
     try:
         tracker.log(parallel_metrics(config), step=0)
         if config.telemetry.log_gpu or config.telemetry.log_ray:
-            heartbeat = Heartbeat.from_config(config, tracker).start()
+            heartbeat = Heartbeat.from_config(config.telemetry, tracker).start()
         yield tracker
     finally:
         if heartbeat is not None:

@@ -24,6 +24,7 @@ from typing_extensions import Self
 
 from graph_planner.config.schema import RunConfig
 from graph_planner.telemetry.redact import scrub, secret_values
+from graph_planner.telemetry.scalars import scalar
 
 log = logging.getLogger(__name__)
 
@@ -46,13 +47,10 @@ def as_scalars(metrics: Mapping[str, Any]) -> dict[str, float]:
     """Metrics as plain floats (numpy / torch 0-d values accepted); anything else names its key in the error."""
     out: dict[str, float] = {}
     for key, value in metrics.items():
-        if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:  # numpy scalar, 0-d tensor
-            value = value.item()
-        if isinstance(value, bool):
-            value = float(value)
-        if not isinstance(value, (int, float)):
+        number = scalar(value)
+        if number is None:
             raise TypeError(f"metric {key!r}: expected a number, got {type(value).__name__} ({value!r})")
-        out[str(key)] = float(value)
+        out[str(key)] = number
     return out
 
 

@@ -51,7 +51,7 @@ def train_local(config: RunConfig, on_step: Callable[[dict[str, float], int, int
             return trajectories
 
         def log_fn(metrics: dict[str, float], step: int) -> None:
-            episodes = episode_metrics(step_episodes, max(step_seconds[0], 1e-6), config) if step_episodes else {}
+            episodes = episode_metrics(step_episodes, max(step_seconds[0], 1e-6), config.telemetry) if step_episodes else {}
             step_episodes.clear()
             step_seconds[0] = 0.0
             merged = {**episodes, **metrics}  # patch_*, reject/*, parse-error rate + the trainer's own
