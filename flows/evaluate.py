@@ -8,8 +8,7 @@ from prefect import flow
 from flows import DEFAULT_CONFIG
 from tasks.config import resolve_config
 from tasks.data import download_and_normalise
-from tasks.evaluation import evaluate as evaluate_task
-from tasks.evaluation import publish_report
+from tasks.evaluation import evaluate_checkpoint, publish_report
 
 
 @flow(name="evaluate")
@@ -25,4 +24,4 @@ def evaluate(
     config_file = resolve_config(config_path, overrides,
                                  {"paths.dataset_eval": dataset, "eval.limit": limit, "paths.planner_model": model})
     download_and_normalise(config_file)  # the eval split must exist (a cache hit after the first run)
-    return publish_report(config_file, evaluate_task(config_file))
+    return publish_report(config_file, evaluate_checkpoint(config_file))

@@ -12,7 +12,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from flows import DEFAULT_CONFIG
 from flows.prepare_data import prepare
 from tasks.config import resolve_config
-from tasks.evaluation import evaluate, publish_report
+from tasks.evaluation import evaluate_checkpoint, publish_report
 from tasks.preflight import preflight
 from tasks.training import run_training
 
@@ -23,4 +23,4 @@ def pipeline(config_path: str = DEFAULT_CONFIG, overrides: list[str] = []) -> st
     config_file = resolve_config(config_path, overrides)
     registry = prepare(config_file)  # download + normalise -> manifest -> prepull -> register
     checkpoint = run_training(preflight(config_file), registry)
-    return publish_report(config_file, evaluate(config_file, checkpoint), checkpoint)
+    return publish_report(config_file, evaluate_checkpoint(config_file, checkpoint), checkpoint)

@@ -11,7 +11,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows import DEFAULT_CONFIG
 from tasks.config import resolve_config
-from tasks.data import build_manifest, download_and_normalise, register_dataset
+from tasks.data import build_manifest, download_and_normalise, register_splits
 from tasks.images import prepull_image, select_images
 
 
@@ -21,7 +21,7 @@ def prepare(config_file: str) -> str:
     dataset_dir = download_and_normalise(config_file)
     manifest = build_manifest(config_file, dataset_dir)
     prepull_image.map(select_images(config_file, manifest), config_file=unmapped(config_file)).result()
-    return register_dataset(config_file, dataset_dir)
+    return register_splits(config_file, dataset_dir)
 
 
 @flow(name="prepare-data", task_runner=ThreadPoolTaskRunner(max_workers=8))

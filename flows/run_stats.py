@@ -16,9 +16,9 @@ from tasks import config, data, evaluation, images, preflight, training
 
 #: Task name -> task, for every task the flows use.
 TASKS = {t.name: t for t in (config.resolve_config, data.download_and_normalise, data.build_manifest,
-                             data.register_dataset, images.select_images, images.prepull_image,
+                             data.register_splits, images.select_images, images.prepull_image,
                              preflight.preflight, training.run_training, training.submit_ray_job,
-                             evaluation.evaluate, evaluation.publish_report)}
+                             evaluation.evaluate_checkpoint, evaluation.publish_report)}
 #: Steps that run every time by design (side effects or cheap checks): never counted as re-run.
 UNCACHED = {name for name, t in TASKS.items() if t.cache_policy is NO_CACHE}
 

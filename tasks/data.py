@@ -11,7 +11,7 @@ from prefect import get_run_logger, task
 from graph_planner.config.paths import REGISTRY
 from graph_planner.data.manifest import resolve_manifest
 from graph_planner.data.prepare import PrepareSummary, prepare_datasets
-from graph_planner.data.registry import register_dataset as register_split
+from graph_planner.data.registry import register_dataset
 from tasks.artifacts import ProgressArtifact
 from tasks.caching import InputFileContents, step_cache
 from tasks.config import load_resolved
@@ -51,7 +51,7 @@ def build_manifest(config_file: str, dataset_dir: str) -> str:
 
 @task(name="register-dataset", persist_result=True,
       cache_policy=step_cache("register", ("graph_planner.data.registry",), PREPARED_CONTENT))
-def register_dataset(config_file: str, dataset_dir: str) -> str:
+def register_splits(config_file: str, dataset_dir: str) -> str:
     """Register every prepared split as verl parquet under ``<dataset dir>/registry``; return that dir."""
     config = load_resolved(config_file)
     summary = PrepareSummary.model_validate(
@@ -64,7 +64,7 @@ def register_dataset(config_file: str, dataset_dir: str) -> str:
     registry = Path(dataset_dir) / REGISTRY_DIR
     logger = get_run_logger()
     for split, files in sorted(by_split.items()):
-        result = register_split(files, config.data.dataset_name, registry, split)
+        result = register_dataset(files, config.data.dataset_name, registry, split)
         logger.info("%s %s/%s: %d rows -> %s", "registered" if result.changed else "unchanged", result.name,
                     split, result.rows, result.path)
     return str(registry)

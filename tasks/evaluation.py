@@ -26,7 +26,7 @@ RESULT_COLUMNS = ["instance_id", "label", "resolved", "category", "steps", "seco
 
 @task(name="evaluate", persist_result=True,
       cache_policy=step_cache("eval", ("graph_planner",), InputFileContents(exclude=("config_file",))))
-def evaluate(config_file: str, model: str | None = None) -> str:
+def evaluate_checkpoint(config_file: str, model: str | None = None) -> str:
     """Evaluate ``model`` (default ``paths.planner_model``) on ``paths.dataset_eval``; return the eval dir."""
     from graph_planner.eval.api import evaluate_dataset
 

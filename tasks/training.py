@@ -32,13 +32,13 @@ def run_training(config_file: str, registry: str) -> str:
     config = load_resolved(config_file)
     bar = ProgressArtifact("training-progress", f"GRPO steps of {config.run_name} ({config.training.backend})")
     if config.training.backend == "local":
-        return train_local(config, bar)
+        return train_in_process(config, bar)
     return train_verl(config, config_file, registry, bar)
 
 
-def train_local(config: RunConfig, bar: ProgressArtifact) -> str:
+def train_in_process(config: RunConfig, bar: ProgressArtifact) -> str:
     from graph_planner.training.checkpoint import MODEL_DIR
-    from graph_planner.training.local_run import train_local as run_local_training
+    from graph_planner.training.local_run import train_local
 
     logger = get_run_logger()
 
@@ -47,7 +47,7 @@ def train_local(config: RunConfig, bar: ProgressArtifact) -> str:
         logger.info("step %d/%d: reward/mean=%.3f loss=%.4f", step, total, metrics.get("reward/mean", 0.0),
                     metrics.get("loss", float("nan")))
 
-    result = run_local_training(config, on_step=on_step)
+    result = train_local(config, on_step=on_step)
     if result.checkpoint is None:
         raise RuntimeError(f"training finished without a checkpoint in {result.run_dir}/checkpoints")
     return str(result.checkpoint / MODEL_DIR)

@@ -105,7 +105,7 @@ def test_missing_dataset_fails_at_once_without_retries(flow_workspace: Path) -> 
 
 def test_only_io_steps_retry() -> None:
     io_steps = [data_tasks.download_and_normalise, images.prepull_image, training.submit_ray_job]
-    deterministic = [data_tasks.build_manifest, data_tasks.register_dataset, preflight.preflight,
+    deterministic = [data_tasks.build_manifest, data_tasks.register_splits, preflight.preflight,
                      training.run_training]
     assert all(t.retries >= 1 and t.retry_jitter_factor and t.retry_condition_fn for t in io_steps)
     assert all(t.retries == 0 for t in deterministic)
