@@ -12,6 +12,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from graph_planner.config.loader import load_run_config
+from graph_planner.config.paths import run_paths
 from graph_planner.training.verl_config import (
     VerlDataPaths,
     build_verl_overrides,
@@ -29,7 +30,7 @@ PRESETS = ["planner_8g", "planner_cgm_8g", "gp_full_73b14b_16g"]
 
 def preset_overrides(name: str, **cli) -> list[str]:
     config = load_run_config(ROOT / "configs" / "experiments" / f"{name}.yaml", cli)
-    run_dir = Path(config.logging.output_dir) / config.run_name
+    run_dir = run_paths(config).run_dir
     return build_verl_overrides(config, default_data_paths(config), run_dir, run_dir / "verl" / "agent_loops.yaml")
 
 

@@ -301,7 +301,7 @@ def run_training_job(config: RunConfig, entrypoint_args: Sequence[str], dry_run:
     stops the job (and a local head) before re-raising.
     """
     sink = sink or (lambda line: print(line, flush=True))
-    run_dir = Path(config.logging.output_dir).resolve() / config.run_name
+    run_dir = run_paths(config).run_dir.resolve()
     address, job_id = config.resources.ray_address or os.environ.get("RAY_ADDRESS") or "local head", None
     try:
         with _sigterm_as_exception(), ray_cluster(config, run_dir) as cluster:
