@@ -3,7 +3,8 @@
 # (deployments/prefect.yaml) and a process worker; then print the UI URL and the commands that trigger runs.
 #
 #   scripts/prefect-local.sh start [--port 4200]   # idempotent: reuses a server/worker that is already up
-#   scripts/prefect-local.sh stop                  # stops only what `start` started (by the recorded pids)
+#   scripts/prefect-local.sh stop                  # stops what `start` started (recorded pids, the worker's flow
+#                                                  # runs too) and marks those runs Cancelled; a few seconds
 #   scripts/prefect-local.sh status
 #
 # Run it from the project root (flow runs execute there). State under .cache/prefect-local/ (gitignored):
@@ -41,15 +42,51 @@ export PREFECT_RESULTS_LOCAL_STORAGE_PATH="$PROJECT/.cache/prefect/storage"
 alive() { [[ -f "$STATE/$1.pid" ]] && kill -0 "$(cat "$STATE/$1.pid")" 2>/dev/null; }
 healthy() { curl -sf "$PREFECT_API_URL/health" >/dev/null 2>&1; }
 
-stop_one() {  # SIGTERM the process group we started, SIGKILL what is left after 15 s
+descendants() {  # every process below $1 (the worker's flow-run subprocesses and theirs)
+  local child
+  for child in $(pgrep -P "$1" 2>/dev/null); do echo "$child"; descendants "$child"; done
+}
+
+stop_pids() {  # SIGTERM, then SIGKILL whatever is left after $1 seconds; pids follow
+  local wait_s="$1" pid left; shift
+  (($# == 0)) && return 0
+  kill -TERM "$@" 2>/dev/null || true
+  for _ in $(seq $((wait_s * 5))); do
+    left=0; for pid in "$@"; do kill -0 "$pid" 2>/dev/null && left=1; done
+    ((left)) || return 0
+    sleep 0.2
+  done
+  kill -KILL "$@" 2>/dev/null || true
+}
+
+stop_one() {  # the process group we started (and every process below it), then the pid file
   local name="$1" pid
   alive "$name" || { rm -f "$STATE/$name.pid"; return 0; }
   pid="$(cat "$STATE/$name.pid")"
-  kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 30); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+  local tree=($(descendants "$pid"))
+  kill -TERM -- "-$pid" 2>/dev/null || true
+  stop_pids 5 "$pid" "${tree[@]}"
   kill -KILL -- "-$pid" 2>/dev/null || true
   rm -f "$STATE/$name.pid"
-  echo "stopped $name (pid $pid)"
+  echo "stopped $name (pid $pid${tree:+, and ${#tree[@]} process(es) below it})"
+}
+
+# Runs the worker was executing end with it: mark them Cancelled (forced, so the deployment's concurrency slot is
+# released; a run left "Running" would hold it and park the next run in AwaitingConcurrencySlot).
+cancel_inflight_runs() {
+  healthy || return 0
+  "$BIN/python" - "$PREFECT_API_URL" "$POOL" <<'PY'
+import sys, httpx
+api, pool = sys.argv[1], sys.argv[2]
+query = {"work_pools": {"name": {"any_": [pool]}},
+         "flow_runs": {"state": {"type": {"any_": ["RUNNING", "PENDING", "CANCELLING"]}}}}
+runs = httpx.post(f"{api}/flow_runs/filter", json=query, timeout=10).json()
+for run in runs:
+    state = {"type": "CANCELLED", "name": "Cancelled",
+             "message": "stopped by scripts/prefect-local.sh stop: its worker and flow process were ended"}
+    httpx.post(f"{api}/flow_runs/{run['id']}/set_state", json={"state": state, "force": True}, timeout=10)
+    print(f"cancelled flow run {run['name']} ({run['id']})")
+PY
 }
 
 start() {
@@ -91,7 +128,7 @@ EOF
 
 case "$command" in
   start) start ;;
-  stop) stop_one worker; stop_one server ;;
+  stop) stop_one worker; cancel_inflight_runs || true; stop_one server ;;
   status)
     for name in server worker; do
       if alive "$name"; then echo "$name: running (pid $(cat "$STATE/$name.pid"))"; else echo "$name: not running"; fi
