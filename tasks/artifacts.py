@@ -1,4 +1,5 @@
-"""Prefect artifacts the UI shows on a run page: progress bars during long steps, links to files, tables.
+"""Prefect artifacts the UI shows on a run page: progress bars during long steps, markdown reports with the plots
+inline, tables. Keys are run-scoped (flow name + run name), so each flow's history of a config stays its own.
 
 Keys may hold only lowercase letters, digits and dashes; a keyed artifact also appears on the global Artifacts
 page with its version history.
@@ -6,13 +7,13 @@ page with its version history.
 
 from __future__ import annotations
 
+import base64
 import time
 from pathlib import Path
 from typing import Any
 from uuid import UUID
 
 from prefect.artifacts import (
-    create_link_artifact,
     create_progress_artifact,
     update_progress_artifact,
 )
@@ -45,13 +46,29 @@ class ProgressArtifact:
                                  _sync=True)  # type: ignore[call-arg]
 
 
-def link_files(paths: dict[str, str | Path], key_prefix: str) -> None:
-    """One link artifact per existing file (``file://`` URL of the absolute path), keyed ``<prefix>-<name>``."""
-    for name, path in paths.items():
-        resolved = Path(path).resolve()
-        if resolved.exists():
-            create_link_artifact(link=resolved.as_uri(), link_text=str(path), key=artifact_key(f"{key_prefix}-{name}"),
-                                 description=f"{name}: {resolved}")
+def run_scope(run_name: str) -> str:
+    """Key prefix ``<flow name>-<run name>``: the nightly eval and the pipeline of one config keep separate
+    artifact histories (a bare run name made them interleave). Outside a flow run: ``<run name>``."""
+    from prefect.runtime import flow_run
+
+    flow_name = flow_run.flow_name if flow_run.id else None
+    return artifact_key(f"{flow_name}-{run_name}" if flow_name else run_name)
+
+
+def inline_png(path: str | Path, alt: str) -> str:
+    """A PNG embedded in markdown as a data URI: it renders in the Prefect UI on any machine, where a ``file://``
+    link opens nothing (browsers refuse it, and the file is on the worker, not the viewer's disk)."""
+    data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
+    return f"![{alt}](data:image/png;base64,{data})"
+
+
+def inline_plots(paths: dict[str, str | Path]) -> list[str]:
+    """Markdown lines with every existing plot inline, titled."""
+    lines: list[str] = []
+    for title, path in paths.items():
+        if Path(path).is_file():
+            lines += [f"### {title}", "", inline_png(path, title), ""]
+    return lines
 
 
 def artifact_key(text: str) -> str:

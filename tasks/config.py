@@ -6,14 +6,16 @@ config values each step reads (see :class:`tasks.caching.ConfigKeys`).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from prefect import task
+from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
 from graph_planner.config.loader import load_run_config, parse_set_override
 from graph_planner.config.schema import RunConfig
-from tasks.artifacts import link_files
+from tasks.artifacts import run_scope
 
 
 def overrides_to_dict(overrides: list[str], extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -28,7 +30,10 @@ def resolve_config(config_path: str, overrides: list[str], extra: dict[str, Any]
     """Merge and validate the run config, write ``<run dir>/resolved_config.yaml`` and return its path."""
     config = load_run_config(config_path, cli_overrides=overrides_to_dict(overrides, extra), write=True)
     assert config.resolved_config_path is not None
-    link_files({"resolved-config": config.resolved_config_path}, key_prefix=config.run_name)
+    text = Path(config.resolved_config_path).read_text(encoding="utf-8")  # secret-free by construction
+    create_markdown_artifact(
+        markdown=f"# Resolved config: {config.run_name}\n\n`{config.resolved_config_path}`\n\n```yaml\n{text}```\n",
+        key=f"{run_scope(config.run_name)}-resolved-config", description=f"resolved config of {config.run_name}")
     return config.resolved_config_path
 
 

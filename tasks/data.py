@@ -12,7 +12,7 @@ from graph_planner.config.paths import REGISTRY
 from graph_planner.data.manifest import resolve_manifest
 from graph_planner.data.prepare import PrepareSummary, prepare_datasets
 from graph_planner.data.registry import register_dataset
-from tasks.artifacts import ProgressArtifact
+from tasks.artifacts import ProgressArtifact, run_scope
 from tasks.caching import InputFileContents, step_cache
 from tasks.config import load_resolved
 from tasks.retry import IO_RETRIES, IO_RETRY_DELAYS, IO_RETRY_JITTER, transient_only
@@ -30,7 +30,8 @@ def download_and_normalise(config_file: str) -> str:
     """Load every configured source (HF hub or local files), write TaskRecord JSONL + instances + manifests;
     return the prepared dir. A changed source file or ``data.*`` value re-runs it; transient errors retry."""
     config = load_resolved(config_file)
-    bar = ProgressArtifact("prepare-data-progress", "rows normalised (current source/split)")
+    bar = ProgressArtifact(f"{run_scope(config.run_name)}-prepare-data-progress",
+                           "rows normalised (current source/split)")
     summary = prepare_datasets(config.data, progress=lambda stage, done, total: bar.update(done, total, stage))
     counts = {f"{s.source}/{split}": f"{c.kept} kept, {c.rejected} rejected"
               for s in summary.sources.values() for split, c in s.splits.items()}

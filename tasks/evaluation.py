@@ -17,7 +17,7 @@ from prefect.transactions import get_transaction
 
 from graph_planner.config.paths import run_paths
 from graph_planner.eval.results import ResultsStore, TaskResult
-from tasks.artifacts import ProgressArtifact, artifact_key, link_files, table_rows
+from tasks.artifacts import ProgressArtifact, inline_plots, run_scope, table_rows
 from tasks.caching import InputFileContents, step_cache
 from tasks.config import load_resolved
 
@@ -36,7 +36,7 @@ def evaluate_checkpoint(config_file: str, model: str | None = None) -> str:
     transaction = get_transaction()
     fingerprint = (transaction.key if transaction and transaction.key else "uncached")[:16]
     eval_dir = run_paths(config).evals / fingerprint / "eval"
-    bar = ProgressArtifact("eval-progress", f"tasks evaluated ({config.run_name})")
+    bar = ProgressArtifact(f"{run_scope(config.run_name)}-eval-progress", f"tasks evaluated ({config.run_name})")
     logger = get_run_logger()
 
     def on_result(result: TaskResult, done: int, total: int) -> None:
@@ -53,13 +53,15 @@ def evaluate_checkpoint(config_file: str, model: str | None = None) -> str:
 
 @task(name="publish-report", cache_policy=NO_CACHE)
 def publish_report(config_file: str, eval_dir: str, model: str | None = None) -> str:
-    """Markdown summary, per-task table and links to the report files and resolved config (every run, also when
-    the evaluation itself came from the cache); return the report path."""
+    """The report as the UI shows it (also when the evaluation came from the cache): a markdown artifact with the
+    summary, the W&B run, the plots inline and the per-task table, plus a filterable table artifact; returns the
+    report path."""
     config = load_resolved(config_file)
-    run = artifact_key(config.run_name)
+    scope = run_scope(config.run_name)
     directory = Path(eval_dir)
     summary = json.loads((directory / "report.json").read_text(encoding="utf-8"))
     rows = [r.model_dump() for r in ResultsStore(directory / "results.jsonl").load()]
+    tracking = summary.get("tracking") or {}
     lines = [f"# {config.run_name}", "",
              (f"Resolved **{summary['resolved']}/{summary['completed_tasks']}** ({summary['resolved_rate']:.1%}) "
               f"of {summary['total_tasks']} tasks."), "",
@@ -68,16 +70,20 @@ def publish_report(config_file: str, eval_dir: str, model: str | None = None) ->
              f"| eval dataset | `{config.paths.dataset_eval}` |",
              f"| training backend | {config.training.backend} ({config.training.total_steps} steps) |",
              f"| sandbox | {config.backends.sandbox_override or config.backends.sandbox} |",
-             f"| report | `{directory / 'report.md'}` |",
-             f"| resolved config | `{config_file}` |"]
-    create_markdown_artifact(markdown="\n".join(lines), key=f"{run}-summary",
-                             description=f"run summary of {config.run_name}")
-    create_table_artifact(table=table_rows(rows, RESULT_COLUMNS), key=f"{run}-eval-results",
+             *([f"| W&B run | {tracking['wandb']} |"] if "wandb" in tracking else []),
+             *([f"| W&B offline run (`wandb sync` it) | `{tracking['wandb_offline_dir']}` |"]
+               if "wandb_offline_dir" in tracking else []),
+             f"| report files | `{directory}` (report.md, report.json, predictions.jsonl, results.jsonl) |",
+             f"| resolved config | `{config_file}` |", ""]
+    lines += inline_plots({"Training curves": run_paths(config).training_curves,
+                           "Resolved rate": directory / "resolved_rate.png",
+                           "Outcomes": directory / "outcomes.png",
+                           "Steps per episode": directory / "steps_hist.png"})
+    report_md = (directory / "report.md").read_text(encoding="utf-8")
+    # report.md's own image line names files beside it; here the plots are already inline above
+    lines += ["## Report", ""] + [line for line in report_md.splitlines()[1:] if not line.startswith("![")]
+    create_markdown_artifact(markdown="\n".join(lines), key=f"{scope}-report",
+                             description=f"evaluation report of {config.run_name}")
+    create_table_artifact(table=table_rows(rows, RESULT_COLUMNS), key=f"{scope}-eval-results",
                           description=f"per-task eval results of {config.run_name}")
-    files = {name: directory / name for name in ("report.md", "report.json", "predictions.jsonl", "results.jsonl",
-                                                  "resolved_rate.png", "outcomes.png", "steps_hist.png")}
-    curves = run_paths(config).training_curves
-    if curves.is_file():
-        files["training_curves.png"] = curves
-    link_files(files, key_prefix=run)  # the resolved config is linked by resolve-config
     return str(directory / "report.md")

@@ -17,7 +17,7 @@ from prefect.cache_policies import NO_CACHE
 
 from graph_planner.config.paths import parquet_path, run_paths
 from graph_planner.config.schema import RunConfig
-from tasks.artifacts import ProgressArtifact
+from tasks.artifacts import ProgressArtifact, run_scope
 from tasks.caching import InputFileContents, step_cache
 from tasks.config import load_resolved
 from tasks.retry import IO_RETRIES, IO_RETRY_DELAYS, IO_RETRY_JITTER, transient_only
@@ -30,7 +30,8 @@ _VERL_STEP = re.compile(r"\bstep:(\d+)\b")
 def run_training(config_file: str, registry: str) -> str:
     """Train to ``training.total_steps``; return the checkpoint to evaluate."""
     config = load_resolved(config_file)
-    bar = ProgressArtifact("training-progress", f"GRPO steps of {config.run_name} ({config.training.backend})")
+    bar = ProgressArtifact(f"{run_scope(config.run_name)}-training-progress",
+                           f"GRPO steps of {config.run_name} ({config.training.backend})")
     if config.training.backend == "local":
         return train_in_process(config, bar)
     return train_verl(config, config_file, registry, bar)

@@ -43,16 +43,23 @@ def test_pipeline_runs_end_to_end_then_fully_from_cache(flow_workspace: Path) ->
     assert "total_steps: 1" in resolved
 
     artifacts = artifacts_of(run_id)
-    assert artifacts["local-debug-summary"][0] == "markdown" and "Resolved **" in artifacts["local-debug-summary"][1]
-    assert artifacts["local-debug-eval-results"][0] == "table"
-    assert all(json.loads(artifacts["local-debug-eval-results"][1])[i]["instance_id"] for i in range(2))
+    scope = "pipeline-local-debug"  # flow name + run name: the nightly eval's history stays its own
+    kind, markdown = artifacts[f"{scope}-report"]
+    assert kind == "markdown" and "Resolved **" in markdown
+    for title in ("Training curves", "Resolved rate", "Outcomes", "Steps per episode"):
+        assert f"![{title}](data:image/png;base64," in markdown  # inline, renders on any machine
+    assert "| task | label | resolved |" in markdown  # the per-task table inline
+    assert "file://" not in markdown
+    assert artifacts[f"{scope}-eval-results"][0] == "table"
+    assert all(json.loads(artifacts[f"{scope}-eval-results"][1])[i]["instance_id"] for i in range(2))
     for bar in ("training-progress", "eval-progress"):
-        assert artifacts[bar][0] == "progress" and float(artifacts[bar][1]) == 100.0
-    assert (report.resolve().as_uri() + ")") in artifacts["local-debug-report-md"][1]  # a markdown link
-    assert "resolved_config.yaml" in artifacts["local-debug-resolved-config"][1]
+        assert artifacts[f"{scope}-{bar}"][0] == "progress" and float(artifacts[f"{scope}-{bar}"][1]) == 100.0
+    kind, config_md = artifacts[f"{scope}-resolved-config"]
+    assert kind == "markdown" and "```yaml" in config_md and "total_steps: 1" in config_md
+    assert not [key for key in artifacts if not key.startswith(scope)], sorted(artifacts)
 
     again = pipeline(overrides=SHRINK, return_state=True)
     assert again.is_completed() and Path(again.result()) == report
     counts = step_counts(again.state_details.flow_run_id)
     assert counts.ran == [] and sorted(counts.cached) == sorted(CACHEABLE)
-    assert "local-debug-summary" in artifacts_of(again.state_details.flow_run_id)  # published on cached runs too
+    assert "pipeline-local-debug-report" in artifacts_of(again.state_details.flow_run_id)  # on cached runs too
