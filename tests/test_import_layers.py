@@ -189,3 +189,14 @@ def test_the_layer_rule_itself(importer, imported, upward):
 
 def test_cycle_finder_sees_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_planner_env_is_built_in_one_place():
+    """Outside tests, only graph_planner/env/assembly.py constructs a PlannerEnv (synthesiser + sandbox + graph
+    cache wired once), so every runner gets the same episode."""
+    builders = []
+    for path in [*source_files(), *sorted((ROOT / "benchmarks").rglob("*.py"))]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "PlannerEnv":
+                builders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert [b.split(":")[0] for b in builders] == ["graph_planner/env/assembly.py"], builders
