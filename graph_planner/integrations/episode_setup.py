@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from graph_planner.config.loader import load_run_config
+from graph_planner.config.paths import run_paths
 from graph_planner.config.schema import RunConfig
 from graph_planner.data.record import TaskRecord
 
@@ -79,4 +80,4 @@ def dataset_dir_for(task: TaskRecord, config: RunConfig, row: Mapping[str, Any] 
     explicit = (row or {}).get("dataset_dir")
     if explicit:
         return Path(explicit)
-    return Path(config.data.output_dir) / task.source
+    return run_paths(config).data_dir / task.source
