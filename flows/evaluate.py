@@ -20,7 +20,15 @@ def evaluate(
     model: str | None = None,
 ) -> str:
     """Evaluate ``model`` (default: paths.planner_model) on ``dataset`` (default: paths.dataset_eval), at most
-    ``limit`` tasks; returns the report path."""
+    ``limit`` tasks; returns the report path.
+
+    Args:
+        config_path: Run config YAML, relative to the project root (configs/experiments/*.yaml).
+        overrides: Dotted config overrides applied on top of the YAML, e.g. eval.batch_size=4.
+        dataset: TaskRecord JSONL or prepared dataset dir to evaluate on (default: paths.dataset_eval).
+        limit: Evaluate only the first N tasks (default: all).
+        model: Planner checkpoint dir, HF model id or 'toy' (default: paths.planner_model).
+    """
     config_file = resolve_config(config_path, overrides,
                                  {"paths.dataset_eval": dataset, "eval.limit": limit, "paths.planner_model": model})
     download_and_normalise(config_file)  # the eval split must exist (a cache hit after the first run)

@@ -19,7 +19,13 @@ from tasks.training import run_training
 
 @flow(name="pipeline", task_runner=ThreadPoolTaskRunner(max_workers=8))
 def pipeline(config_path: str = DEFAULT_CONFIG, overrides: list[str] = []) -> str:  # noqa: B006 - never mutated
-    """Prepare data, train, evaluate the trained checkpoint; returns the report path."""
+    """Prepare data, train, evaluate the trained checkpoint; returns the report path.
+
+    Args:
+        config_path: Run config YAML, relative to the project root (configs/experiments/*.yaml).
+        overrides: Dotted config overrides applied on top of the YAML, e.g. training.total_steps=1 or
+            eval.limit=2; an unknown key fails the run with the closest real keys in its message.
+    """
     config_file = resolve_config(config_path, overrides)
     registry = prepare(config_file)  # download + normalise -> manifest -> prepull -> register
     checkpoint = run_training(preflight(config_file), registry)

@@ -26,5 +26,10 @@ def prepare(config_file: str) -> str:
 
 @flow(name="prepare-data", task_runner=ThreadPoolTaskRunner(max_workers=8))
 def prepare_data(config_path: str = DEFAULT_CONFIG, overrides: list[str] = []) -> str:  # noqa: B006 - never mutated
-    """Prepare the configured datasets; returns the registry dir (verl parquet per split)."""
+    """Prepare the configured datasets; returns the registry dir (verl parquet per split).
+
+    Args:
+        config_path: Run config YAML, relative to the project root (configs/experiments/*.yaml).
+        overrides: Dotted config overrides applied on top of the YAML, e.g. data.swebench_limit=20.
+    """
     return prepare(resolve_config(config_path, overrides))

@@ -14,7 +14,13 @@ from tasks.training import run_training
 
 @flow(name="train", task_runner=ThreadPoolTaskRunner(max_workers=8))
 def train(config_path: str = DEFAULT_CONFIG, overrides: list[str] = []) -> str:  # noqa: B006 - never mutated
-    """Train the planner with GRPO; returns the checkpoint dir."""
+    """Train the planner with GRPO; returns the checkpoint dir.
+
+    Args:
+        config_path: Run config YAML, relative to the project root (configs/experiments/*.yaml).
+        overrides: Dotted config overrides applied on top of the YAML, e.g. training.total_steps=1 or
+            training.backend=verl; an unknown key fails the run with the closest real keys in its message.
+    """
     config_file = resolve_config(config_path, overrides)
     registry = prepare(config_file)
     return run_training(preflight(config_file), registry)

@@ -28,13 +28,23 @@ def overrides_to_dict(overrides: list[str], extra: dict[str, Any] | None = None)
 @task(name="resolve-config", cache_policy=NO_CACHE)
 def resolve_config(config_path: str, overrides: list[str], extra: dict[str, Any] | None = None) -> str:
     """Merge and validate the run config, write ``<run dir>/resolved_config.yaml`` and return its path."""
-    config = load_run_config(config_path, cli_overrides=overrides_to_dict(overrides, extra), write=True)
+    merged = overrides_to_dict(overrides, extra)
+    if load_run_config(config_path, cli_overrides=merged, write=False).logging.wandb.group is None:
+        merged["logging.wandb.group"] = flow_run_group()  # this flow run's W&B runs (train + eval) sit together
+    config = load_run_config(config_path, cli_overrides=merged, write=True)
     assert config.resolved_config_path is not None
     text = Path(config.resolved_config_path).read_text(encoding="utf-8")  # secret-free by construction
     create_markdown_artifact(
         markdown=f"# Resolved config: {config.run_name}\n\n`{config.resolved_config_path}`\n\n```yaml\n{text}```\n",
         key=f"{run_scope(config.run_name)}-resolved-config", description=f"resolved config of {config.run_name}")
     return config.resolved_config_path
+
+
+def flow_run_group() -> str | None:
+    """``<flow name>-<flow run name>`` (e.g. ``pipeline-giga-hare``) inside a flow run, else None."""
+    from prefect.runtime import flow_run
+
+    return f"{flow_run.flow_name}-{flow_run.name}" if flow_run.id else None
 
 
 def load_resolved(config_file: str) -> RunConfig:

@@ -48,3 +48,16 @@ def test_typed_parameters_reject_bad_input_before_any_run() -> None:
     with pytest.raises(ParameterTypeError):
         flow.validate_parameters({"overrides": "training.lr=1"})  # must be a list of KEY=VALUE items
 
+
+
+def test_every_flow_parameter_has_a_description_for_the_run_form() -> None:
+    """The UI's "Custom run" form and `prefect deployment run --param` show these descriptions."""
+    from flows.evaluate import evaluate
+    from flows.pipeline import pipeline
+    from flows.prepare_data import prepare_data
+    from flows.train import train
+
+    for flow_ in (pipeline, train, evaluate, prepare_data):
+        properties = flow_.parameters.model_dump()["properties"]
+        missing = [name for name, schema in properties.items() if not schema.get("description")]
+        assert not missing, f"flow {flow_.name}: parameters without a description: {missing}"

@@ -41,6 +41,7 @@ def test_pipeline_runs_end_to_end_then_fully_from_cache(flow_workspace: Path) ->
     assert (checkpoints / "step_1" / "model" / "config.json").is_file()
     resolved = (flow_workspace / "runs" / "local_debug" / "resolved_config.yaml").read_text()
     assert "total_steps: 1" in resolved
+    assert "group: pipeline-" in resolved  # one W&B group per pipeline run (not a cache key: see the rerun below)
 
     artifacts = artifacts_of(run_id)
     scope = "pipeline-local-debug"  # flow name + run name: the nightly eval's history stays its own

@@ -69,6 +69,35 @@ def test_ci_trigger_exits_one_for_a_failing_run(local_server) -> None:
     assert "Failed" in done.stdout + done.stderr
 
 
+def _trigger(env: dict[str, str], project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BIN / "python"), "-m", "flows.trigger", *args], check=False, cwd=project,
+                          env={**env, "PYTHONPATH": str(project)}, capture_output=True, text=True, timeout=330)
+
+
+def _count_runs(env: dict[str, str], deployment: str) -> int:
+    query = {"deployments": {"name": {"any_": [deployment]}}}
+    return len(httpx.post(f"{env['PREFECT_API_URL']}/flow_runs/filter", json=query, timeout=10).json())
+
+
+def test_trigger_refuses_a_misspelt_override_before_creating_a_run(local_server) -> None:
+    project, env = local_server
+    before = _count_runs(env, "nightly-eval")
+    done = _trigger(env, project, "evaluate/nightly-eval", "--set", "eval.limt=1", "--watch")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "no run created" in done.stderr and "did you mean eval.limit" in done.stderr
+    assert _count_runs(env, "nightly-eval") == before
+
+
+def test_trigger_watch_shows_why_a_run_failed_and_where_its_logs_are(local_server) -> None:
+    project, env = local_server
+    done = _trigger(env, project, "evaluate/nightly-eval", "--param", "dataset=missing/tasks.jsonl", "--param",
+                    "limit=1", "--watch", "--timeout", "300")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "finished in state Failed" in done.stdout
+    assert "missing/tasks.jsonl" in done.stderr  # the state's message names what was wrong
+    assert "prefect flow-run logs " in done.stderr
+
+
 def test_cron_schedule_creates_scheduled_runs(local_server) -> None:
     _, env = local_server
     query = {"deployments": {"name": {"any_": ["nightly-eval"]}},

@@ -250,6 +250,8 @@ class WandbWatchConfig(Section):
 
 class WandbConfig(Section):
     affects = frozenset({"train"})
+    # where a run is filed in W&B, never what it computes: a new pipeline run's group must not re-run training
+    field_affects = {"group": frozenset(), "tags": frozenset(), "log_checkpoints": frozenset()}
     enabled: bool = Field(False, description="Log to Weights & Biases.")
     offline: bool = Field(False, description="Write local W&B runs only (sync later).")
     project: str = Field("graph-planner", description="W&B project.")
