@@ -122,6 +122,7 @@ Trigger runs from a shell or CI (exit code 0 = Completed, 1 = Failed):
   $BIN/prefect deployment run 'pipeline/pipeline' --watch
   $BIN/prefect deployment run 'evaluate/nightly-eval' --param limit=2 --watch
   $BIN/prefect deployment run 'train/train' --param 'overrides=["training.total_steps=1"]' --watch
+  $BIN/python -m flows.trigger pipeline/pipeline --set eval.limit=2 --watch   # checks the config first
 Stop: scripts/prefect-local.sh stop
 EOF
 }
