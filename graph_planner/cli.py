@@ -53,6 +53,8 @@ def preflight_cmd(
         raise typer.Exit(1) from None
     console.print(f"[green]preflight ok[/green]: {report.total_gpus} GPU(s) across "
                   f"{config.resources.num_nodes} node(s), training backend {config.training.backend}")
+    if report.colocated:
+        console.print(f"planner and CGM share GPU(s) {report.colocated} (co-located by backends.device_map_*)")
 
 
 # --- sub-command groups (one line each; modules own their commands) ---------------------------------------

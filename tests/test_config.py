@@ -46,8 +46,9 @@ def test_resolved_config_written_and_reloads_to_same_config(tmp_path):
     cfg = load_run_config(ROOT / "configs/experiments/planner_8g.yaml",
                           {"logging.output_dir": str(tmp_path), "training.lr": 2e-6}, write=True)
     path = Path(cfg.resolved_config_path)
-    assert path == tmp_path / "planner_8g" / "resolved_config.yaml" and path.is_file()
-    assert cfg.resolved_run_dir == str(tmp_path / "planner_8g")
+    # seed 000: run dir = logging.output_dir / logging.wandb.run_name
+    assert path == tmp_path / "planner-grpo-8g" / "resolved_config.yaml" and path.is_file()
+    assert cfg.resolved_run_dir == str(tmp_path / "planner-grpo-8g")
     again = load_run_config(path, {"training.lr": 9.0}, yaml_only=True)
     assert config_to_dict(again) == config_to_dict(cfg)
 
@@ -138,7 +139,7 @@ def test_cli_print_config_and_exit_codes(tmp_path):
                                  "--set", "training.lr=5e-7", "--print-config"])
     assert result.exit_code == 0, result.output
     printed = yaml.safe_load(result.stdout)
-    assert printed["training"]["lr"] == 5e-7 and printed["experiment"]["name"] == "planner_8g"
+    assert printed["training"]["lr"] == 5e-7 and printed["experiment"]["name"] == "planner_grpo"
 
     result = runner.invoke(app, ["config", "--output-dir", str(tmp_path), "--model-path", "/m",
                                  "--disable-cgm-synthesis", "--agent", "cgm"])

@@ -90,3 +90,13 @@ def test_passthrough_keeps_verl_names_and_scalars_only() -> None:
         "actor/pg_loss": 0.25, "critic/score/mean": 0.5, "perf/throughput": 1234.0,
         "training/global_step": 3.0, "response_length/clip_ratio": 1.0,
     }
+
+
+def test_passthrough_adds_the_seed_names_to_verl_metrics():
+    from graph_planner.telemetry.metrics import passthrough as verl_passthrough
+
+    got = verl_passthrough({"actor/entropy": 1.5, "actor/pg_loss": -0.2, "actor/pg_clipfrac": 0.1,
+                            "actor/kl_loss": 0.01, "actor/grad_norm": 2.0, "critic/vf_loss": 0.3, "actor/lr": 1e-6})
+    assert (got["train/entropy"], got["train/policy_loss"], got["train/clipfrac"], got["train/kl"],
+            got["train/grad_norm"], got["train/value_loss"], got["lr"]) == (1.5, -0.2, 0.1, 0.01, 2.0, 0.3, 1e-6)
+    assert "train/value_loss" not in verl_passthrough({"actor/entropy": 1.0})

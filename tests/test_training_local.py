@@ -185,6 +185,26 @@ def test_mini_batches_make_several_updates_per_step(tmp_path, cache_dir):
     assert trainer.scheduler.last_epoch == 2  # two task groups -> two optimizer updates
 
 
+def test_ppo_epochs_repeat_the_updates_over_the_same_rollouts(tmp_path, cache_dir):
+    config = make_config(tmp_path, cache_dir, **{"training.ppo_mini_batch_size": 1, "training.ppo_epochs": 2})
+    trainer = LocalGRPOTrainer(config, fixed_rollout, TASKS)
+    trainer.train_step()
+    assert trainer.scheduler.last_epoch == 4  # two task groups x two epochs (ROLL / verl ppo_epochs)
+
+
+def test_seed_section_5_metric_names_are_logged(tmp_path, cache_dir):
+    config = make_config(tmp_path, cache_dir, **{"training.kl_coef": 0.1})
+    logged = []
+    trainer = LocalGRPOTrainer(config, fixed_rollout, TASKS, log_fn=lambda m, s: logged.append(m))
+    trainer.train_step()
+    m = logged[0]
+    for seed_name, ours in (("train/kl", "kl"), ("train/entropy", "entropy"), ("train/clipfrac", "actor/pg_clipfrac"),
+                            ("train/policy_loss", "pg_loss"), ("train/grad_norm", "grad_norm")):
+        assert m[seed_name] == m[ours], seed_name
+    assert "lr" in m and "reward/mean" in m
+    assert "train/value_loss" not in m  # GRPO trains no critic: no value loss to report
+
+
 def test_kl_to_reference_and_entropy_bonus(tmp_path, cache_dir):
     config = make_config(tmp_path, cache_dir, **{"training.kl_coef": 0.5, "training.entropy_coef": 0.01})
     trainer = LocalGRPOTrainer(config, fixed_rollout, TASKS)

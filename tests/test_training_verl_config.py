@@ -62,16 +62,16 @@ def test_preset_overrides_compose_against_verl_schema(preset):
     assert cfg.actor_rollout_ref.actor.ppo_mini_batch_size == config.training.ppo_mini_batch_size
     assert cfg.actor_rollout_ref.rollout.tensor_model_parallel_size == config.parallel.tensor_parallel_planner
     assert cfg.actor_rollout_ref.actor.use_kl_loss is (config.training.kl_coef > 0)
-    assert cfg.trainer.default_local_dir == f"runs/{preset}/checkpoints"
+    assert cfg.trainer.default_local_dir == f"outputs/{config.run_name}/checkpoints"
     assert list(cfg.trainer.logger) == ["console", "wandb"]
 
 
 def test_gpu_split_with_a_colocated_cgm_engine():
     gpus = {name: verl_gpu_layout(load_run_config(ROOT / "configs" / "experiments" / f"{name}.yaml"))
             for name in PRESETS}
-    assert (gpus["planner_8g"].nnodes, gpus["planner_8g"].n_gpus_per_node) == (1, 8)
-    assert (gpus["planner_cgm_8g"].nnodes, gpus["planner_cgm_8g"].n_gpus_per_node) == (1, 4)  # CGM keeps 4
-    assert (gpus["gp_full_73b14b_16g"].nnodes, gpus["gp_full_73b14b_16g"].n_gpus_per_node) == (1, 8)  # CGM: 1 node
+    assert (gpus["planner_8g"].nnodes, gpus["planner_8g"].n_gpus_per_node) == (1, 4)  # CGM TP 4 keeps 4
+    assert (gpus["planner_cgm_8g"].nnodes, gpus["planner_cgm_8g"].n_gpus_per_node) == (1, 4)  # device_map_planner
+    assert (gpus["gp_full_73b14b_16g"].nnodes, gpus["gp_full_73b14b_16g"].n_gpus_per_node) == (1, 8)  # [0..7]
     odd = load_run_config(None, {"training.backend": "verl", "resources.num_gpus": 8, "resources.num_nodes": 2,
                                  "backends.cgm_backend": "cgm", "parallel.tensor_parallel_cgm": 4})
     with pytest.raises(ValueError, match="trainer.nnodes and trainer.n_gpus_per_node"):

@@ -25,7 +25,7 @@ def make_chat_model(config: RunConfig) -> ChatModel:
         path = resolve_model_path(config.paths.planner_model, config.paths.cache_dir)
         return HFChatModel(path, sampling=config.planner_sampling, tokenizer_path=config.paths.planner_tokenizer,
                            dtype=config.backends.dtype, device_map=config.backends.device_map_planner,
-                           seed=config.experiment.seed)
+                           seed=config.experiment.seed, max_gpu_memory=config.backends.max_gpu_memory)
     raise ValueError(f"backends.planner_backend={backend!r} has no chat model (use toy, hf or openai)")
 
 

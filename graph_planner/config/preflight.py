@@ -1,8 +1,14 @@
-"""Preflight: the five resource rules of seed 000 section 4, checked before any GPU work starts."""
+"""Preflight: the five resource rules of seed 000 section 4, checked before any GPU work starts.
+
+Co-location (seed 000 section 6, "planner + CGM on one card": TP 1 + 1 on 1 GPU, ``device_map_* = [0]``): when
+``backends.device_map_planner`` / ``device_map_cgm`` pin GPU lists, rule 1 (TP_planner + TP_cgm <= GPUs) becomes
+"each TP fits its own list, every listed GPU exists"; lists that overlap are co-location by intent, reported in
+``PreflightReport.colocated``. Without lists the seed's rule 1 holds as written.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from graph_planner.config.schema import RunConfig
 
@@ -19,6 +25,7 @@ FIXES = (
 class PreflightReport:
     total_gpus: int
     problems: list[str]
+    colocated: list[int] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -31,8 +38,14 @@ def check_rules(config: RunConfig) -> PreflightReport:
     total = r.num_gpus * r.num_nodes
     problems: list[str] = []
     uses_gpus = config.training.backend == "verl" or total > 0
+    colocated: list[int] = []
     if uses_gpus:
-        if p.tensor_parallel_planner + p.tensor_parallel_cgm > total:
+        pins = {"planner": config.backends.gpus("planner"), "cgm": config.backends.gpus("cgm")}
+        if any(v is not None for v in pins.values()):
+            problems += _pinned_problems(config, pins, total)
+            if pins["planner"] is not None and pins["cgm"] is not None and p.tensor_parallel_cgm > 0:
+                colocated = sorted(set(pins["planner"]) & set(pins["cgm"]))
+        elif p.tensor_parallel_planner + p.tensor_parallel_cgm > total:
             problems.append(
                 f"tensor_parallel_planner ({p.tensor_parallel_planner}) + tensor_parallel_cgm "
                 f"({p.tensor_parallel_cgm}) = {p.tensor_parallel_planner + p.tensor_parallel_cgm} > "
@@ -54,7 +67,30 @@ def check_rules(config: RunConfig) -> PreflightReport:
         problems.append(
             f"resources.ray_num_cpus ({r.ray_num_cpus}) < 4 x rollout_workers ({4 * p.rollout_workers})"
         )
-    return PreflightReport(total_gpus=total, problems=problems)
+    return PreflightReport(total_gpus=total, problems=problems, colocated=colocated)
+
+
+def _pinned_problems(config: RunConfig, pins: dict[str, list[int] | None], total: int) -> list[str]:
+    """Rule 1 under GPU lists: each engine's TP fits its list, listed GPUs exist, an unpinned engine fits the rest."""
+    p = config.parallel
+    tps = {"planner": p.tensor_parallel_planner, "cgm": p.tensor_parallel_cgm}
+    problems: list[str] = []
+    for which, gpus in pins.items():
+        if gpus is None:
+            continue
+        missing = [i for i in gpus if i >= total]
+        if missing:
+            problems.append(f"backends.device_map_{which} {gpus} names GPU(s) {missing} beyond num_gpus x num_nodes "
+                            f"= {total} (GPU indices count from 0 across nodes)")
+        if tps[which] > len(gpus):
+            problems.append(f"tensor_parallel_{which} ({tps[which]}) > the {len(gpus)} GPU(s) of "
+                            f"backends.device_map_{which} {gpus}")
+    for which, gpus in pins.items():
+        other = "cgm" if which == "planner" else "planner"
+        if gpus is not None and pins[other] is None and tps[other] > total - len(gpus):
+            problems.append(f"tensor_parallel_{other} ({tps[other]}) > the {total - len(gpus)} GPU(s) left after "
+                            f"backends.device_map_{which} {gpus} (pin it with backends.device_map_{other})")
+    return problems
 
 
 def preflight_check(config: RunConfig) -> PreflightReport:

@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from graph_planner.config.algorithm import AlgorithmKeys, backend_problems
 from graph_planner.config.aliases import move_seed_keys
 
 #: The cached steps a config value can change: prepared tasks, image manifest, registered parquet, trained
@@ -87,9 +88,24 @@ class BackendsConfig(Section):
                           "(precedence: CLI > task > backends.sandbox)."
     )
     dtype: Literal["float32", "bfloat16", "float16", "auto"] = Field("float32", description="Model dtype.")
-    device_map_planner: str = Field("auto", description="HF device map for the planner.")
-    device_map_cgm: str = Field("auto", description="HF device map for the synthesiser.")
+    device_map_planner: str | list[int] = Field(
+        "auto", description="HF device map for the planner, or a GPU list ([0,1,2,3]) pinning it to those GPUs.")
+    device_map_cgm: str | list[int] = Field(
+        "auto", description="HF device map for the synthesiser, or a GPU list ([4,5,6,7]) pinning it to those GPUs.")
     max_gpu_memory: str | None = Field(None, description="Per-GPU memory cap passed to HF (e.g. '70GiB').")
+
+    @field_validator("device_map_planner", "device_map_cgm")
+    @classmethod
+    def _gpu_list(cls, value: str | list[int]) -> str | list[int]:
+        if isinstance(value, list):
+            if not value or any(i < 0 for i in value) or len(set(value)) != len(value):
+                raise ValueError(f"a GPU list must be non-empty, non-negative and without repeats, got {value}")
+        return value
+
+    def gpus(self, which: Literal["planner", "cgm"]) -> list[int] | None:
+        """The pinned GPU indices of the planner / synthesiser, or None for an HF device-map string."""
+        value = self.device_map_planner if which == "planner" else self.device_map_cgm
+        return list(value) if isinstance(value, list) else None
 
 
 class SamplingConfig(Section):
@@ -105,6 +121,11 @@ class SamplingConfig(Section):
     stop_ids: list[int] = Field(default_factory=list, description="Stop token ids.")
 
 
+class PlannerSamplingConfig(SamplingConfig):
+    max_input_tokens: int | None = Field(
+        None, ge=16, description="Seed 000 name of the planner prompt budget: sets training.max_prompt_length.")
+
+
 class CGMGenerationConfig(SamplingConfig):
     temperature: float = Field(0.2, ge=0.0, description="Synthesiser temperature.")
     max_new_tokens: int = Field(2048, ge=1, description="Tokens per synthesised patch.")
@@ -112,7 +133,7 @@ class CGMGenerationConfig(SamplingConfig):
     timeout_s: float = Field(120.0, gt=0, description="HTTP timeout of one synthesis request.")
 
 
-class TrainingConfig(Section):
+class TrainingConfig(AlgorithmKeys, Section):
     affects = frozenset({"train"})
     file_fields = frozenset({"resume_from"})
     backend: Literal["local", "verl"] = Field("local", description="local = one-process GRPO; verl = Ray job.")
@@ -137,9 +158,11 @@ class TrainingConfig(Section):
     )
     norm_adv_by_std_in_grpo: bool = Field(True, description="GRPO std normalisation (false = Dr.GRPO).")
     reward_norm_grouping: Literal["state", "batch", "group"] = Field(
-        "group", description="ROLL-style reward normalisation scope."
+        "group", description="ROLL-style reward normalisation scope (ROLL 'inductive' = state, "
+                             "'traj_group_id' = group)."
     )
-    reward_norm_method: Literal["mean_std", "mean", "none"] = Field("mean_std", description="Normalisation method.")
+    reward_norm_method: Literal["mean_std", "mean", "none", "identity", "asym_clip"] = Field(
+        "mean_std", description="Normalisation method (identity = none; asym_clip = mean_std clipped to [-1, 3]).")
     max_prompt_length: int = Field(2048, ge=16, description="Prompt token budget.")
     max_response_length: int = Field(512, ge=1, description="Response token budget per turn.")
     resume_from: str | None = Field(None, description="Checkpoint dir to resume from ('auto' = latest in run dir).")
@@ -162,6 +185,12 @@ class TrainingConfig(Section):
         "ceil(train_batch_size / env_groups); a smaller value is an error) (seed name env.max_traj_per_env)."
     )
 
+    @field_validator("max_traj_per_env", mode="before")
+    @classmethod
+    def _roll_unlimited(cls, value: Any) -> Any:
+        """ROLL's ``-1`` = no cap = our null (derived)."""
+        return None if value == -1 else value
+
 
 class EnvConfig(Section):
     affects = TRAIN_EVAL
@@ -171,11 +200,20 @@ class EnvConfig(Section):
     step_penalty: float = Field(0.0, ge=0, description="Subtracted each step (non-negative).")
     failure_penalty: float = Field(0.0, ge=0, description="Subtracted when an episode ends unresolved.")
     timeout_penalty: float = Field(0.0, ge=0, description="Subtracted when a step/op limit ends the episode.")
-    format_penalty: float = Field(0.05, ge=0, description="Subtracted for an invalid (unparsable) action.")
+    format_penalty: float = Field(0.05, ge=0, description="Subtracted for an invalid (unparsable) action "
+                                                         "(ROLL's negative spelling, e.g. -0.15, means the same).")
     repo_op_limit: int = Field(40, ge=1, description="Max sandbox operations per episode.")
     disable_cgm_synthesis: bool = Field(False, description="Planner only: repair is refused.")
     apply_patches: bool = Field(True, description="Apply synthesised patches in the sandbox.")
     use_rule_fallback: bool = Field(False, description="On a parse error, take the rule policy's action.")
+    @field_validator("format_penalty", mode="before")
+    @classmethod
+    def _roll_negative_format_penalty(cls, value: Any) -> Any:
+        """ROLL writes the format penalty as a negative reward; ours is the magnitude that is subtracted."""
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
+            return -value
+        return value
+
     memory_max_nodes: int = Field(40, ge=1, description="Cap on nodes in curated memory M.")
     working_max_nodes: int = Field(200, ge=1, description="Cap on nodes in working graph W.")
     patch_max_files: int = Field(5, ge=1, description="Patch guard: most files one repair patch may touch.")
@@ -223,7 +261,16 @@ class ParallelConfig(Section):
     replicas: int = Field(1, ge=1, description="Inference engine replicas.")
     parallel_agents: int = Field(1, ge=1, description="Concurrent agent episodes.")
     rollout_workers: int = Field(1, ge=1, description="Rollout worker processes.")
-    workflow_parallel: int = Field(1, ge=1, description="Concurrent sandboxes / workflow slots.")
+    workflow_parallel: int = Field(
+        None, ge=1, validate_default=False,
+        description="Concurrent sandboxes / workflow slots (null = max(parallel_agents, rollout_workers)).")
+
+    @model_validator(mode="after")
+    def _derived_slots(self) -> ParallelConfig:
+        """Unset workflow_parallel = enough slots for every agent and worker (seed 000 preflight rule 3)."""
+        if self.workflow_parallel is None:
+            object.__setattr__(self, "workflow_parallel", max(self.parallel_agents, self.rollout_workers))
+        return self
 
 
 class ResourcesConfig(Section):
@@ -236,6 +283,10 @@ class ResourcesConfig(Section):
     ray_memory: int | None = Field(None, ge=0, description="Ray memory (bytes).")
     ray_object_store_memory: int | None = Field(None, ge=0, description="Ray object store size (bytes).")
     job_deadline_s: float = Field(86400.0, gt=0, description="Ray job deadline; the job is stopped after it.")
+    rpc_timeout: float | None = Field(
+        None, gt=0, description="ROLL Ray RPC timeout (s): verl trainer.ray_wait_register_center_timeout.")
+    system_envs: dict[str, str] = Field(
+        default_factory=dict, description="ROLL: env vars set for the training job (Ray runtime_env env_vars).")
     ray_job_python: str = Field(
         "python", description="Interpreter the Ray job entrypoint runs with on the cluster (e.g. a venv's python)."
     )
@@ -266,17 +317,47 @@ class WandbConfig(Section):
     log_checkpoints: bool = Field(False, description="Upload the final checkpoint as a W&B model artifact.")
 
 
+#: Tracker names (``console`` = stdout) that may key ``logging.tracker_kwargs``.
+TRACKER_NAMES = frozenset({"wandb", "tensorboard", "stdout", "jsonl", "console"})
+
+
 class LoggingConfig(Section):
     affects = frozenset({"train"})
     field_affects = {"output_dir": TRAIN_EVAL}
     wandb: WandbConfig = Field(default_factory=WandbConfig)
     log_backend: str = Field("stdout", description="Trackers, comma separated: wandb, tensorboard, stdout, jsonl.")
-    track_with: list[str] | None = Field(None, description="ROLL-style tracker list (overrides log_backend).")
-    tracker_kwargs: dict[str, Any] = Field(default_factory=dict, description="Extra kwargs per tracker.")
-    output_dir: str = Field("runs", description="Root of run directories.")
+    track_with: list[str] | None = Field(
+        None, description="ROLL-style tracker list or one name (overrides log_backend).")
+    tracker_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="Extra kwargs per tracker ({tensorboard: {...}}), or ROLL's flat kwargs "
+                                          "for the one selected tracker ({log_dir: ...}).")
+    output_dir: str = Field("outputs", description="Root of run directories (run dir = output_dir / run name).")
     save_interval: int = Field(2, ge=1, description="Steps between checkpoints.")
     eval_interval: int = Field(0, ge=0, description="Steps between evaluations (0 = off).")
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Log level.")
+
+    @field_validator("track_with", mode="before")
+    @classmethod
+    def _roll_track_with_string(cls, value: Any) -> Any:
+        """ROLL writes ``track_with: tensorboard``; a comma list works too."""
+        if isinstance(value, str):
+            return [t.strip() for t in value.split(",") if t.strip()]
+        return value
+
+    @model_validator(mode="after")
+    def _flat_tracker_kwargs(self) -> LoggingConfig:
+        """ROLL's flat ``tracker_kwargs`` ({log_dir: ...}) belong to the one selected tracker."""
+        kwargs = self.tracker_kwargs
+        if not kwargs or set(kwargs) <= TRACKER_NAMES:
+            return self
+        if set(kwargs) & TRACKER_NAMES:
+            raise ValueError(f"logging.tracker_kwargs mixes tracker sections and flat arguments: {sorted(kwargs)}")
+        names = [t for t in self.trackers() if t != "wandb" or not self.wandb.enabled]
+        if len(names) != 1:
+            raise ValueError(f"logging.tracker_kwargs {sorted(kwargs)} is flat (ROLL style) but {len(names)} trackers "
+                             f"are selected ({names}); nest it per tracker, e.g. tracker_kwargs.tensorboard")
+        object.__setattr__(self, "tracker_kwargs", {names[0]: dict(kwargs)})
+        return self
 
     def trackers(self) -> list[str]:
         """The selected tracker names, `track_with` winning over `log_backend`."""
@@ -336,6 +417,11 @@ class EvalConfig(Section):
     )
 
 
+#: ROLL pipeline keys written at the top level -> the section that owns them here.
+ROLL_TOP_LEVEL = {"track_with": "logging", "tracker_kwargs": "logging", "rpc_timeout": "resources",
+                  "system_envs": "resources"}
+
+
 class RunConfig(Section):
     """The whole run configuration: defaults < YAML < CLI (see graph_planner.config.loader)."""
 
@@ -345,7 +431,7 @@ class RunConfig(Section):
     experiment: ExperimentConfig = Field(default_factory=ExperimentConfig)
     paths: PathsConfig = Field(default_factory=PathsConfig)
     backends: BackendsConfig = Field(default_factory=BackendsConfig)
-    planner_sampling: SamplingConfig = Field(default_factory=SamplingConfig)
+    planner_sampling: PlannerSamplingConfig = Field(default_factory=PlannerSamplingConfig)
     cgm_generation: CGMGenerationConfig = Field(default_factory=CGMGenerationConfig)
     training: TrainingConfig = Field(default_factory=TrainingConfig)
     env: EnvConfig = Field(default_factory=EnvConfig)
@@ -366,7 +452,30 @@ class RunConfig(Section):
     @model_validator(mode="before")
     @classmethod
     def _seed_key_names(cls, data: Any) -> Any:
-        return move_seed_keys(data) if isinstance(data, dict) else data
+        """Seed key names that moved (config.aliases), ROLL top-level keys to their section, and
+        planner_sampling.max_input_tokens as the prompt budget."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for key, section in ROLL_TOP_LEVEL.items():
+            if key in data:
+                target = dict(data.get(section) or {})
+                if key in target and target[key] != data[key]:
+                    raise ValueError(f"{key} is given at the top level (ROLL style) and as {section}.{key}; give one")
+                target[key] = data.pop(key)
+                data[section] = target
+        data = move_seed_keys(data)
+        sampling = data.get("planner_sampling")
+        budget = sampling.get("max_input_tokens") if isinstance(sampling, dict) else None
+        if budget is not None:
+            training = dict(data.get("training") or {})
+            given = training.get("max_prompt_length")
+            if given is not None and given != budget:
+                raise ValueError(f"planner_sampling.max_input_tokens ({budget}) and training.max_prompt_length "
+                                 f"({given}) are the same budget; give one of them")
+            training["max_prompt_length"] = budget
+            data["training"] = training
+        return data
 
     @field_validator("verl_overrides")
     @classmethod
@@ -389,11 +498,15 @@ class RunConfig(Section):
                 f"training.train_batch_size ({t.train_batch_size}) must be a multiple of "
                 f"training.ppo_mini_batch_size ({t.ppo_mini_batch_size})"
             )
-        unknown = set(self.logging.trackers()) - {"wandb", "tensorboard", "stdout", "jsonl", "console"}
+        unknown = set(self.logging.trackers()) - TRACKER_NAMES
         if unknown:
             raise ValueError(f"logging.log_backend/track_with: unknown tracker(s) {sorted(unknown)}")
+        problems = backend_problems(t)
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
     @property
     def run_name(self) -> str:
-        return self.experiment.run_name or self.experiment.name
+        """Run directory name: experiment.run_name, else the seed's logging.wandb.run_name, else experiment.name."""
+        return self.experiment.run_name or self.logging.wandb.run_name or self.experiment.name

@@ -8,6 +8,7 @@ import logging
 import os
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -176,6 +177,30 @@ class OpenAIChatClient:
         )
 
 
+def hf_placement(device_map: str | Sequence[int], max_gpu_memory: str | None = None) -> dict[str, Any]:
+    """``from_pretrained`` placement kwargs: an HF device-map string as is, or a GPU list (seed 000's
+    ``device_map_* = [0,1,2,3]``) as "only these GPUs": one GPU -> ``{"": i}``, several -> ``auto`` with a
+    ``max_memory`` naming only them (``backends.max_gpu_memory`` each, else the whole card)."""
+    if isinstance(device_map, str):
+        return {"device_map": device_map} | ({"max_memory": _all_gpus(max_gpu_memory)} if max_gpu_memory else {})
+    gpus = list(device_map)
+    if len(gpus) == 1:
+        return {"device_map": {"": gpus[0]}}
+    return {"device_map": "auto", "max_memory": {i: max_gpu_memory or _card_memory(i) for i in gpus}}
+
+
+def _card_memory(index: int) -> int:
+    import torch
+
+    return int(torch.cuda.get_device_properties(index).total_memory)
+
+
+def _all_gpus(cap: str) -> dict[int, str]:
+    import torch
+
+    return {i: cap for i in range(torch.cuda.device_count())}
+
+
 class HFChatModel:
     """A local transformers causal LM driven through its chat template.
 
@@ -187,8 +212,8 @@ class HFChatModel:
 
     def __init__(
         self, model_path: str, sampling: SamplingConfig | None = None, tokenizer_path: str | None = None,
-        dtype: str = "float32", device_map: str | None = "auto", seed: int | None = None, model: Any = None,
-        tokenizer: Any = None,
+        dtype: str = "float32", device_map: str | Sequence[int] | None = "auto", seed: int | None = None,
+        model: Any = None, tokenizer: Any = None, max_gpu_memory: str | None = None,
     ) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -201,7 +226,7 @@ class HFChatModel:
             torch_dtype = "auto" if dtype == "auto" else getattr(torch, dtype)
             kwargs: dict[str, Any] = {"dtype": torch_dtype}
             if device_map and torch.cuda.is_available():
-                kwargs["device_map"] = device_map
+                kwargs.update(hf_placement(device_map, max_gpu_memory))
             model = AutoModelForCausalLM.from_pretrained(model_path, **kwargs)
         self.model = model.eval()
         if seed is not None:

@@ -142,13 +142,15 @@ class HFSynthesizer(LLMSynthesizer):
     name = "hf"
 
     def __init__(self, model_path: str, generation: CGMGenerationConfig | None = None, dtype: str = "float32",
-                 device_map: str | None = "auto") -> None:
-        super().__init__(_load_hf_chat(model_path, dtype, device_map), generation)
+                 device_map: str | list[int] | None = "auto", max_gpu_memory: str | None = None) -> None:
+        placement = tuple(device_map) if isinstance(device_map, list) else device_map  # hashable for the cache
+        super().__init__(_load_hf_chat(model_path, dtype, placement, max_gpu_memory), generation)
 
 
 @functools.lru_cache(maxsize=2)
-def _load_hf_chat(model_path: str, dtype: str, device_map: str | None) -> HFChatModel:
-    return HFChatModel(model_path, dtype=dtype, device_map=device_map)
+def _load_hf_chat(model_path: str, dtype: str, device_map: str | tuple[int, ...] | None,
+                  max_gpu_memory: str | None = None) -> HFChatModel:
+    return HFChatModel(model_path, dtype=dtype, device_map=device_map, max_gpu_memory=max_gpu_memory)
 
 
 class CGMHttpSynthesizer:
@@ -227,5 +229,6 @@ def make_synthesizer(config: RunConfig, task: TaskRecord) -> PatchSynthesizer:
         from graph_planner.models.toy import resolve_model_path
 
         path = resolve_model_path(config.paths.cgm_model, config.paths.cache_dir)  # 'toy' = the built-in toy LM
-        return HFSynthesizer(path, config.cgm_generation, config.backends.dtype, config.backends.device_map_cgm)
+        return HFSynthesizer(path, config.cgm_generation, config.backends.dtype, config.backends.device_map_cgm,
+                             config.backends.max_gpu_memory)
     raise ValueError(f"backends.cgm_backend: unknown synthesiser {backend!r}")

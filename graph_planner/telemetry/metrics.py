@@ -94,8 +94,36 @@ def episode_metrics(trajectories: Sequence[Trajectory], seconds: float, switches
     return out
 
 
+#: Seed 000 section 5 names -> where the value comes from (local backend name first, then verl's).
+#: ``train/value_loss`` exists only when a critic trains (verl adv_estimator=gae); GRPO has no value loss, and a
+#: made-up 0 would read as a perfect critic, so it is left out then.
+SEED_METRIC_SOURCES: dict[str, tuple[str, ...]] = {
+    "train/kl": ("kl", "actor/kl_loss"),
+    "train/entropy": ("entropy", "actor/entropy"),
+    "train/clipfrac": ("actor/pg_clipfrac",),
+    "train/policy_loss": ("pg_loss", "actor/pg_loss"),
+    "train/value_loss": ("critic/vf_loss",),
+    "train/grad_norm": ("grad_norm", "actor/grad_norm"),
+    "lr": ("actor/lr",),
+}
+
+
+def with_seed_names(metrics: Mapping[str, float]) -> dict[str, float]:
+    """``metrics`` plus the seed's W&B names (``train/kl``, ``train/entropy``, ...) for the values present."""
+    out = dict(metrics)
+    for seed_name, sources in SEED_METRIC_SOURCES.items():
+        if seed_name in out:
+            continue
+        for source in sources:
+            if source in out:
+                out[seed_name] = out[source]
+                break
+    return out
+
+
 def passthrough(verl_metrics: Mapping[str, Any]) -> dict[str, float]:
-    """verl's metrics under verl's own names, as floats; non-scalar values (lists, arrays) are skipped."""
+    """verl's metrics under verl's own names, as floats, plus the seed's ``train/*`` names; non-scalar values
+    (lists, arrays) are skipped."""
     out: dict[str, float] = {}
     for key, value in verl_metrics.items():
         number = scalar(value)
@@ -103,4 +131,4 @@ def passthrough(verl_metrics: Mapping[str, Any]) -> dict[str, float]:
             out[str(key)] = number
         else:
             log.debug("passthrough: skipping non-scalar verl metric %s (%s)", key, type(value).__name__)
-    return out
+    return with_seed_names(out)

@@ -300,7 +300,8 @@ def _build(name: str, config: RunConfig, run_dir: Path, config_dict: dict[str, A
         if name == "jsonl":
             return JsonlTracker(kwargs.pop("path", run_dir / "metrics.jsonl"), **kwargs)
         if name == "tensorboard":
-            return TensorboardTracker(kwargs.pop("logdir", run_dir / "tensorboard"), **kwargs)
+            logdir = kwargs.pop("logdir", None) or kwargs.pop("log_dir", None)  # ROLL spells it log_dir
+            return TensorboardTracker(logdir or run_dir / "tensorboard", **kwargs)
         if name == "wandb":
             from graph_planner.telemetry.wandb_tracker import WandbTracker
 

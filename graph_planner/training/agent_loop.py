@@ -115,6 +115,11 @@ class EpisodeSandbox:
         await asyncio.shield(asyncio.wrap_future(self.slots.executor.submit(self._close_now)))
 
 
+def _clipped(reward: float, clip: float | None) -> float:
+    """ROLL ``training.reward_clip``: the episode return verl sees, clipped to [-clip, clip]."""
+    return reward if clip is None else max(-clip, min(clip, reward))
+
+
 def episode_summary(env: PlannerEnv, last: StepResult | None, rewards: list[float], config: RunConfig) -> dict[str, Any]:
     """What the trajectory reports: the env's own episode info, or (when verl's token budget cut the episode
     before the env ended it) the counters so far, charged like the env's own limits (timeout + failure)."""
@@ -236,7 +241,7 @@ class GraphPlannerAgentLoop(AgentLoopBase):
             response_ids=tokens[split:][:limit],
             response_mask=mask[:limit],
             response_logprobs=logprobs[:limit] if logprobs else None,
-            reward_score=summary["episode_return"],
+            reward_score=_clipped(summary["episode_return"], self.run_config.training.reward_clip),
             num_turns=num_turns,
             metrics=metrics,
             extra_fields={

@@ -30,6 +30,8 @@ from graph_planner.config.schema import TrainingConfig
 
 #: ROLL skips the std division below this spread (all-equal rewards would otherwise explode).
 STD_FLOOR = 1e-6
+#: ROLL / RAGEN ``asym_clip``: mean_std normalised rewards clipped to [-1, 3] (punish less than reward).
+ASYM_CLIP = (-1.0, 3.0)
 EPSILON = 1e-6
 
 
@@ -60,21 +62,22 @@ def normalize_rewards(
     if rewards.dim() != 1 or len(group_ids) != rewards.shape[0]:
         raise ValueError(f"rewards must be 1-D with one group id each; got shape {tuple(rewards.shape)} "
                          f"and {len(group_ids)} group ids")
-    if method == "none":
+    if method in ("none", "identity"):
         return rewards.clone()
-    if method not in ("mean", "mean_std"):
-        raise ValueError(f"training.reward_norm_method: unknown method {method!r} (mean_std | mean | none)")
+    if method not in ("mean", "mean_std", "asym_clip"):
+        raise ValueError(f"training.reward_norm_method: unknown method {method!r} "
+                         "(mean_std | mean | none | identity | asym_clip)")
     scopes = _scope_ids(rewards.shape[0], grouping, group_ids, state_ids)
     out = rewards.clone().float()
     for scope in dict.fromkeys(scopes):
         idx = torch.tensor([i for i, s in enumerate(scopes) if s == scope])
         values = rewards[idx].float()
         centred = values - values.mean()
-        if method == "mean_std" and len(idx) > 1:
+        if method in ("mean_std", "asym_clip") and len(idx) > 1:
             std = values.std()
             if std >= STD_FLOOR:
                 centred = centred / (std + EPSILON)
-        out[idx] = centred
+        out[idx] = centred.clamp(*ASYM_CLIP) if method == "asym_clip" else centred
     return out
 
 
@@ -91,6 +94,8 @@ def group_advantages(
     """
     from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
 
+    if config.reward_clip is not None:
+        rewards = rewards.clamp(-config.reward_clip, config.reward_clip)
     normalised = normalize_rewards(rewards, group_ids, config.reward_norm_grouping, config.reward_norm_method,
                                    state_ids)
     mask = torch.ones(normalised.shape[0], 1)
@@ -102,7 +107,10 @@ def group_advantages(
         epsilon=EPSILON,
         norm_adv_by_std_in_grpo=config.norm_adv_by_std_in_grpo,
     )
-    return advantages[:, -1]
+    out = advantages[:, -1]
+    if config.advantage_clip is not None:
+        out = out.clamp(-config.advantage_clip, config.advantage_clip)
+    return out
 
 
 def batch_info(response_lengths: Sequence[int], config: TrainingConfig) -> dict[str, Any]:
@@ -131,6 +139,7 @@ def _actor_config(config: TrainingConfig, global_batch_info: dict[str, Any] | No
         clip_ratio_low=config.clip_ratio_low,
         clip_ratio_high=config.clip_ratio_high,
         loss_agg_mode=config.loss_agg_mode,
+        clip_ratio_c=config.effective_clip_ratio_c(),
         global_batch_info=dict(global_batch_info or {}),
     )
 

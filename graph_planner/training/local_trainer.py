@@ -27,6 +27,7 @@ from graph_planner.config.paths import run_paths
 from graph_planner.config.schema import RunConfig
 from graph_planner.episode.turns import Trajectory
 from graph_planner.models.toy import resolve_model_path
+from graph_planner.telemetry.metrics import with_seed_names
 from graph_planner.training import checkpoint as ckpt
 from graph_planner.training import grpo
 from graph_planner.training.policy_handle import PolicyHandle, sampling_temperature
@@ -239,6 +240,7 @@ class LocalGRPOTrainer:
             "tokens_per_s": tokens / elapsed if elapsed > 0 else 0.0, "lr": self.scheduler.get_last_lr()[0],
             **update,
         }
+        metrics = with_seed_names(metrics)  # seed 000 section 5: train/kl, train/entropy, train/clipfrac, ...
         self.policy.truncated_prompts = 0
         self.step += 1
         if self.log_fn is not None:
@@ -284,7 +286,8 @@ class LocalGRPOTrainer:
         n_groups = max(r.group for r in rows) + 1
         sums: dict[str, float] = {}
         counts = 0
-        for start in range(0, n_groups, per_group):
+        starts = [start for _ in range(self.t.ppo_epochs) for start in range(0, n_groups, per_group)]
+        for start in starts:  # ppo_epochs passes; old log-probs stay the rollout's, as in verl
             mini = [r for r in rows if start <= r.group < start + per_group]
             if not mini:
                 continue

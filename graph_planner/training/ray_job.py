@@ -52,8 +52,11 @@ def project_root() -> Path:
 
 
 def job_runtime_env(config: RunConfig) -> dict[str, Any]:
-    """The project code as working_dir (so the job runs this exact code) and a few process settings."""
-    env_vars = {"PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
+    """The project code as working_dir (so the job runs this exact code) and a few process settings.
+
+    ``resources.system_envs`` (ROLL's ``system_envs``) are added to the job's env vars; ours win on a clash.
+    """
+    env_vars = {**config.resources.system_envs, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
     if config.logging.wandb.offline:
         env_vars["WANDB_MODE"] = "offline"
     return {"working_dir": str(project_root()), "excludes": list(UPLOAD_EXCLUDES), "env_vars": env_vars}
@@ -148,6 +151,23 @@ class Cluster:
 
 
 @contextlib.contextmanager
+def _visible_gpus(gpus: list[int] | None) -> Iterator[None]:
+    """CUDA_VISIBLE_DEVICES = ``gpus`` while a local Ray head starts (it records the GPUs it may hand out)."""
+    if gpus is None:
+        yield
+        return
+    before = os.environ.get("CUDA_VISIBLE_DEVICES")
+    os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in gpus)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = before
+
+
+@contextlib.contextmanager
 def ray_cluster(config: RunConfig, run_dir: Path) -> Iterator[Cluster]:
     """The configured cluster (``resources.ray_address`` / ``RAY_ADDRESS``), or a private local head living as
     long as the block (stopped by PID on every exit path, a failed start included)."""
@@ -156,10 +176,13 @@ def ray_cluster(config: RunConfig, run_dir: Path) -> Iterator[Cluster]:
         yield Cluster(address)
         return
     gpus = local_gpu_count()
+    pinned = config.backends.gpus("planner") if gpus else None
+    if pinned is not None:  # backends.device_map_planner: the head sees (and hands out) only those GPUs
+        gpus = len(pinned)
     head = LocalRayHead(num_cpus=max(MIN_LOGICAL_CPUS, config.resources.ray_num_cpus), num_gpus=gpus or 1,
                         log_path=run_dir / "verl" / "ray_head.log")
     log.info("no resources.ray_address / RAY_ADDRESS: starting a private local Ray head for this job")
-    with head:
+    with _visible_gpus(pinned), head:
         yield Cluster(head.dashboard_url, head, cpu_platform=gpus == 0)
 
 

@@ -68,8 +68,18 @@ def verl_gpu_layout(config: RunConfig) -> GpuLayout:
     explicit = {k: config.verl_overrides.get(f"trainer.{k}") for k in ("nnodes", "n_gpus_per_node")}
     if all(v is not None for v in explicit.values()):
         return GpuLayout(int(explicit["nnodes"]), int(explicit["n_gpus_per_node"]))
+    pinned = config.backends.gpus("planner")
     cgm = p.tensor_parallel_cgm if config.backends.cgm_backend == "cgm" else 0
-    if cgm == 0:
+    if pinned is not None:  # backends.device_map_planner: [0,1,2,3] -> the trainer gets exactly those GPUs
+        n = len(pinned)
+        if n <= r.num_gpus:
+            layout = GpuLayout(1, n)
+        elif r.num_gpus > 0 and n % r.num_gpus == 0:
+            layout = GpuLayout(n // r.num_gpus, r.num_gpus)
+        else:
+            raise ValueError(f"backends.device_map_planner pins {n} GPUs: verl needs them on one node or as whole "
+                             f"nodes of resources.num_gpus ({r.num_gpus})")
+    elif cgm == 0:
         layout = GpuLayout(r.num_nodes, r.num_gpus)
     elif r.num_gpus > 0 and cgm % r.num_gpus == 0 and cgm // r.num_gpus < r.num_nodes:
         layout = GpuLayout(r.num_nodes - cgm // r.num_gpus, r.num_gpus)
@@ -114,7 +124,7 @@ def base_overrides(config: RunConfig, data_paths: VerlDataPaths, run_dir: str | 
     token_budget = 2 * (t.max_prompt_length + t.max_response_length)  # verl's advice for dynamic batch size
     dtype = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}[t.precision]
     out: dict[str, Any] = {
-        "algorithm.adv_estimator": "grpo",
+        "algorithm.adv_estimator": t.adv_estimator,
         "algorithm.norm_adv_by_std_in_grpo": t.norm_adv_by_std_in_grpo,
         "algorithm.use_kl_in_reward": False,
         "data.train_files": data_paths.train,
@@ -138,6 +148,8 @@ def base_overrides(config: RunConfig, data_paths: VerlDataPaths, run_dir: str | 
         "actor_rollout_ref.actor.clip_ratio_high": t.clip_ratio_high,
         "actor_rollout_ref.actor.loss_agg_mode": t.loss_agg_mode,
         "actor_rollout_ref.actor.entropy_coeff": t.entropy_coef,
+        "actor_rollout_ref.actor.ppo_epochs": t.ppo_epochs,
+        "actor_rollout_ref.actor.clip_ratio_c": t.effective_clip_ratio_c(),
         "actor_rollout_ref.actor.use_kl_loss": t.kl_coef > 0,
         "actor_rollout_ref.actor.fsdp_config.dtype": dtype,
         "actor_rollout_ref.ref.fsdp_config.dtype": dtype,
@@ -167,10 +179,38 @@ def base_overrides(config: RunConfig, data_paths: VerlDataPaths, run_dir: str | 
     if t.kl_coef > 0:
         out["actor_rollout_ref.actor.kl_loss_coef"] = t.kl_coef
         out["actor_rollout_ref.actor.kl_loss_type"] = t.kl_loss_type
+    out.update(algorithm_overrides(config))
     if config.paths.planner_tokenizer:
         out["actor_rollout_ref.model.tokenizer_path"] = config.paths.planner_tokenizer
     if agent_loop_config_path is not None:
         out["actor_rollout_ref.rollout.agent.agent_loop_config_path"] = str(agent_loop_config_path)
+    return out
+
+
+def algorithm_overrides(config: RunConfig) -> dict[str, Any]:
+    """The seed / ROLL algorithm keys that are set (``graph_planner.config.algorithm``) as verl keys."""
+    t = config.training
+    out: dict[str, Any] = {}
+    if t.gamma is not None:
+        out["algorithm.gamma"] = t.gamma
+    if t.lambd is not None:
+        out["algorithm.lam"] = t.lambd
+    if t.kl_penalty is not None:
+        out["algorithm.kl_penalty"] = t.kl_penalty
+    if t.init_kl_coef is not None:  # ROLL's in-reward KL = verl's KL controller
+        out["algorithm.use_kl_in_reward"] = True
+        out["algorithm.kl_ctrl.type"] = "adaptive" if t.target_kl is not None else "fixed"
+        out["algorithm.kl_ctrl.kl_coef"] = t.init_kl_coef
+        if t.kl_horizon is not None:
+            out["algorithm.kl_ctrl.horizon"] = t.kl_horizon
+        if t.target_kl is not None:
+            out["algorithm.kl_ctrl.target_kl"] = t.target_kl
+    if t.critic_warmup > 0:
+        out["trainer.critic_warmup"] = t.critic_warmup
+    if t.adv_estimator == "gae":  # verl trains a critic; start it from the planner checkpoint
+        out["critic.model.path"] = config.paths.planner_model
+    if config.resources.rpc_timeout is not None:
+        out["trainer.ray_wait_register_center_timeout"] = int(config.resources.rpc_timeout)
     return out
 
 
