@@ -89,6 +89,7 @@ def test_passthrough_keeps_verl_names_and_scalars_only() -> None:
     assert passthrough(verl) == {
         "actor/pg_loss": 0.25, "critic/score/mean": 0.5, "perf/throughput": 1234.0,
         "training/global_step": 3.0, "response_length/clip_ratio": 1.0,
+        "train/policy_loss": 0.25,  # seed 000 section 5 name of actor/pg_loss
     }
 
 
