@@ -31,6 +31,11 @@ CgmModelPath = Annotated[str | None, typer.Option("--cgm-model-path", help="CGM 
 Agent = Annotated[str | None, typer.Option("--agent", help="planner | cgm")]
 DockerManifest = Annotated[str | None, typer.Option("--docker-manifest", help="Image manifest file.")]
 PrepullContainers = Annotated[bool | None, typer.Option("--prepull-containers/--no-prepull-containers")]
+PrepullMaxWorkers = Annotated[int | None, typer.Option("--prepull-max-workers", help="Parallel pulls.")]
+PrepullRetries = Annotated[int | None, typer.Option("--prepull-retries", help="Retries per image.")]
+PrepullDelay = Annotated[float | None, typer.Option("--prepull-delay", help="Seconds before the first retry.")]
+PrepullTimeout = Annotated[float | None, typer.Option("--prepull-timeout", help="Seconds per pull.")]
+ValDataset = Annotated[str | None, typer.Option("--val-dataset", help="Validation JSONL (paths.dataset_val).")]
 DisableCgm = Annotated[bool | None, typer.Option("--disable-cgm-synthesis/--enable-cgm-synthesis")]
 RunName = Annotated[str | None, typer.Option("--run-name", help="Run directory name.")]
 OutputDir = Annotated[str | None, typer.Option("--output-dir", help="Root of run directories.")]
@@ -50,6 +55,9 @@ SHARED_OPTIONS: dict[str, tuple[Any, Any]] = {
     "docker_manifest": (DockerManifest, None), "prepull_containers": (PrepullContainers, None),
     "disable_cgm_synthesis": (DisableCgm, None), "run_name": (RunName, None), "output_dir": (OutputDir, None),
     "seed": (Seed, None), "sandbox": (SandboxBackend, None),
+    "prepull_max_workers": (PrepullMaxWorkers, None), "prepull_retries": (PrepullRetries, None),
+    "prepull_delay": (PrepullDelay, None), "prepull_timeout": (PrepullTimeout, None),
+    "val_dataset": (ValDataset, None),
 }
 #: The options of a command that reads a config but runs nothing (no run name, model or sandbox).
 CONFIG_ONLY = ("config_file", "yaml_only", "set_items", "print_config")
@@ -89,6 +97,11 @@ FLAG_TO_KEY: dict[str, str] = {
     "agent": "experiment.agent",
     "docker_manifest": "images.manifest",
     "prepull_containers": "images.prepull",
+    "prepull_max_workers": "images.prepull_max_workers",
+    "prepull_retries": "images.prepull_retries",
+    "prepull_delay": "images.prepull_delay",
+    "prepull_timeout": "images.prepull_timeout",
+    "val_dataset": "paths.dataset_val",
     "disable_cgm_synthesis": "env.disable_cgm_synthesis",
     "run_name": "experiment.run_name",
     "output_dir": "logging.output_dir",

@@ -88,6 +88,12 @@ class BackendsConfig(Section):
                           "(precedence: CLI > task > backends.sandbox)."
     )
     dtype: Literal["float32", "bfloat16", "float16", "auto"] = Field("float32", description="Model dtype.")
+
+    @field_validator("sandbox", "sandbox_override", mode="before")
+    @classmethod
+    def _repoenv_is_r2egym(cls, value: Any) -> Any:
+        """Seeds 001/002 call the R2E-Gym backend ``repoenv`` (its RepoEnv class)."""
+        return "r2egym" if value == "repoenv" else value
     device_map_planner: str | list[int] = Field(
         "auto", description="HF device map for the planner, or a GPU list ([0,1,2,3]) pinning it to those GPUs.")
     device_map_cgm: str | list[int] = Field(

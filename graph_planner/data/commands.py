@@ -48,6 +48,26 @@ PREPARE_FLAGS = {
 }
 
 
+def source_outputs_to_out(out: str | None, per_source: dict[str, str | None]) -> str | None:
+    """Seed 000's ``--r2e-output datasets/r2e_gym`` / ``--swebench-output datasets/swebench`` name source dirs;
+    ours are ``<out>/<source>``, so each must end in its source name and all must share one parent (= --out)."""
+    parents = {}
+    for source, value in per_source.items():
+        if value is None:
+            continue
+        path = Path(value)
+        if path.name != source:
+            raise ValueError(f"--{source.split('_')[0]}-output {value}: the prepared layout is <out>/{source}, so "
+                             f"the dir must end in /{source} (e.g. datasets/{source}); or pass --out")
+        parents[source] = str(path.parent)
+    if len(set(parents.values())) > 1:
+        raise ValueError(f"--r2e-output and --swebench-output must share one parent dir, got {parents}")
+    parent = next(iter(parents.values()), None)
+    if parent is not None and out is not None and Path(out) != Path(parent):
+        raise ValueError(f"--out {out} contradicts the source output dirs (parent {parent})")
+    return parent or out
+
+
 def _resolve_config(params: dict[str, Any], extra_map: dict[str, str]) -> RunConfig:
     """Run config for a data command; --hf-token is applied afterwards so the secret never reaches a log line."""
     token = params.pop("hf_token", None)
@@ -77,13 +97,25 @@ def prepare_cmd(
     repos_dir: Annotated[str | None, typer.Option(help="Local repo trees, <dir>/<repo short name>.")] = None,
     hf_token: Annotated[str | None, typer.Option(help="HF token (default: HF_TOKEN; never written).")] = None,
     max_steps: Annotated[int | None, typer.Option(help="max_steps written into each task.")] = None,
+    r2e_output: Annotated[str | None, typer.Option(
+        "--r2e-output", help="Seed 000 spelling: the R2E source dir, <out>/r2e_gym (sets --out to its parent).")]
+    = None,
+    swebench_output: Annotated[str | None, typer.Option(
+        "--swebench-output", help="Seed 000 spelling: the SWE-bench source dir, <out>/swebench.")] = None,
     **options: Any,
 ) -> None:
     """Load R2E-Gym / SWE-bench / custom tasks, normalise them into TaskRecords and write the prepared dirs."""
     from graph_planner.data.prepare import PrepareError, prepare_datasets
     from graph_planner.data.sources.hf_loader import DataSourceError
 
-    config = _resolve_config({**locals(), **options}, PREPARE_FLAGS)
+    try:
+        out = source_outputs_to_out(out, {"r2e_gym": r2e_output, "swebench": swebench_output})
+    except ValueError as exc:
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(2) from None
+    params = {**locals(), **options}
+    params.pop("r2e_output"), params.pop("swebench_output")
+    config = _resolve_config(params, PREPARE_FLAGS)
     import datasets
 
     datasets.disable_progress_bars()  # one bar per stage below instead of datasets' per-file bars

@@ -33,7 +33,7 @@ from graph_planner.data.manifest import MANIFEST_NAME, collect_images, merge_man
 from graph_planner.data.record import TaskRecord
 from graph_planner.data.sources import custom, r2e_gym, swebench
 from graph_planner.data.sources.base import RejectedRow, RowRejected, repo_short_name
-from graph_planner.data.sources.hf_loader import hf_token, iter_rows, load_rows
+from graph_planner.data.sources.hf_loader import DataSourceError, hf_token, iter_rows, load_rows
 
 #: progress(stage, rows done, rows total): lets the CLI draw a bar without this module knowing about rich.
 ProgressCallback = Callable[[str, int, int], None]
@@ -157,7 +157,15 @@ def _prepare_r2e(data: DataConfig, token: str | None, progress: ProgressCallback
 
 def _prepare_swebench(data: DataConfig, token: str | None, progress: ProgressCallback | None,
                       cache_dir: str | None) -> _SourceResult:
-    dataset = load_rows(data.swebench_dataset, data.swebench_split, token, data.swebench_limit, cache_dir)
+    try:
+        dataset = load_rows(data.swebench_dataset, data.swebench_split, token, data.swebench_limit, cache_dir)
+    except DataSourceError as exc:
+        if data.swebench_split == "test":
+            raise
+        raise DataSourceError(
+            f"{exc}\nSWE-bench Verified publishes one split, 'test' (500 rows); seed 000's default "
+            f"--swebench-split validation does not exist there: pass --swebench-split test (our default), or point "
+            f"--swebench-dataset at a dataset that has a {data.swebench_split!r} split") from exc
     split = data.swebench_split
     result = _SourceResult()
     rows = _counting(enumerate(iter_rows(dataset)), f"swebench/{split}", len(dataset), progress)

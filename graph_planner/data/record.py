@@ -67,6 +67,12 @@ class TaskRecord(BaseModel):
     test_patch: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
 
+    @field_validator("backend", mode="before")
+    @classmethod
+    def _repoenv_is_r2egym(cls, value: Any) -> Any:
+        """Seeds 001/002 name the R2E-Gym backend ``repoenv``."""
+        return "r2egym" if value == "repoenv" else value
+
     @field_validator("fail_to_pass", "pass_to_pass", mode="before")
     @classmethod
     def _decode_test_list(cls, value: Any) -> Any:

@@ -24,14 +24,23 @@ def eval_run_dir(config: RunConfig) -> Path:
     return run_paths(config).run_dir / "eval"
 
 
-def load_eval_tasks(dataset: str | Path, limit: int | None = None) -> tuple[list[TaskRecord], Path]:
-    """Tasks of a TaskRecord JSONL (or a prepared dir + eval split); the dataset dir anchors relative repo paths."""
-    from graph_planner.data.io import read_task_records
+def load_eval_tasks(dataset: str | Path, limit: int | None = None,
+                    split: str | None = None) -> tuple[list[TaskRecord], Path]:
+    """Tasks of a TaskRecord JSONL, or of one split of a prepared source dir (``<dir>/<split>.jsonl``, seed 000's
+    ``--dataset datasets/swebench --dataset-split validation``); the dataset dir anchors relative repo paths."""
+    from graph_planner.data.io import NON_SPLIT_FILES, read_task_records
 
     path = Path(dataset)
     if not path.exists():
         raise FileNotFoundError(f"eval dataset not found: {path} (run `gp data prepare` or pass --dataset)")
-    tasks = read_task_records(path)
+    splits = sorted(p.stem for p in path.glob("*.jsonl") if p.name not in NON_SPLIT_FILES) if path.is_dir() else []
+    if split is not None and splits:
+        if split not in splits:
+            raise FileNotFoundError(f"{path} has no split {split!r} (eval.split / --dataset-split); its splits: "
+                                    f"{splits}")
+        tasks = read_task_records(path / f"{split}.jsonl")
+    else:
+        tasks = read_task_records(path)
     if limit is not None:
         tasks = tasks[:limit]
     return tasks, (path if path.is_dir() else path.parent)
@@ -99,7 +108,7 @@ def evaluate_dataset(config: RunConfig, dataset: str | Path | None = None, conso
     dataset = dataset or config.paths.dataset_eval
     if not dataset:
         raise ValueError("no eval dataset: set paths.dataset_eval or pass --dataset")
-    tasks, dataset_dir = load_eval_tasks(dataset, config.eval.limit)
+    tasks, dataset_dir = load_eval_tasks(dataset, config.eval.limit, config.eval.split)
     run_dir = Path(run_dir) if run_dir is not None else eval_run_dir(config)
     run_id = f"eval-{config.run_name}-{uuid.uuid4().hex[:6]}"
     _reap_dead_runs(config, tasks)

@@ -14,7 +14,7 @@ from graph_planner.config.cli_options import (
 )
 
 
-@config_options("config_file", "yaml_only", "set_items", "print_config", "wandb_offline", "dataset", "agent", "model_path", "cgm_model_path", "docker_manifest", "disable_cgm_synthesis", "run_name", "output_dir", "sandbox")
+@config_options("config_file", "yaml_only", "set_items", "print_config", "wandb_offline", "dataset", "agent", "model_path", "cgm_model_path", "docker_manifest", "disable_cgm_synthesis", "run_name", "output_dir", "sandbox", "prepull_containers", "prepull_max_workers", "prepull_retries", "prepull_delay", "prepull_timeout", "val_dataset")
 def eval_cmd(
     dataset_split: Annotated[str | None, typer.Option("--dataset-split", help="Split name (eval.split).")] = None,
     batch_size: Annotated[int | None, typer.Option("--batch-size", help="Concurrent sandboxes.")] = None,
@@ -30,6 +30,7 @@ def eval_cmd(
 ) -> None:
     """Evaluate a policy; killed runs resume on the same --run-name (finished tasks are skipped)."""
     from graph_planner.eval.api import evaluate_dataset
+    from graph_planner.sandbox.prepull import prepull_for_run
 
     config = config_from_cli({**locals(), **options}, extra_map={
         "dataset": "paths.dataset_eval", "dataset_split": "eval.split", "batch_size": "eval.batch_size",
@@ -37,8 +38,9 @@ def eval_cmd(
         "swebench_harness": "eval.use_swebench_harness"})
     console = Console(stderr=True)
     try:
+        prepull_for_run(config.images, [config.paths.dataset_eval, config.paths.dataset_val])
         outcome = evaluate_dataset(config, console=console)
-    except (FileNotFoundError, ValueError, ConnectionError) as exc:
+    except (FileNotFoundError, ValueError, ConnectionError, RuntimeError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
     table = Table(title=f"eval {config.run_name}")

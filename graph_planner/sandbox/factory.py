@@ -20,7 +20,8 @@ def backend_for(task: TaskRecord, config: RunConfig, explicit: str | None = None
     """The backend ``task`` runs on: ``explicit`` (a caller's own --sandbox) > ``backends.sandbox_override``
     (--sandbox recorded in the run config, so worker processes see it too) > ``task.backend`` >
     ``backends.sandbox``."""
-    return explicit or config.backends.sandbox_override or task.backend or config.backends.sandbox
+    name = explicit or config.backends.sandbox_override or task.backend or config.backends.sandbox
+    return "r2egym" if name == "repoenv" else name  # seeds 001/002's name of the R2E-Gym backend
 
 
 def make_sandbox(task: TaskRecord, config: RunConfig, dataset_dir: str | Path | None = None,

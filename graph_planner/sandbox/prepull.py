@@ -169,3 +169,30 @@ def prepull_images(images: Iterable[str], max_workers: int = 8, retries: int = 3
             for name, future in futures.items():
                 by_name[name] = future.result()
     return PrepullReport([by_name[name] for name in names], time.monotonic() - started)
+
+
+def prepull_for_run(images_config: Any, datasets: Iterable[str | Path | None],
+                    progress: ProgressCallback | None = None) -> PrepullReport | None:
+    """``images.prepull`` (seed: ``--prepull-containers``) before a train / eval run: the manifest of each dataset
+    (explicit ``images.manifest`` > ``<dataset dir>/docker_images.txt`` > collected from the dataset and written
+    there), every image pulled with ``images.prepull_*``. None when prepull is off; a failed pull raises, naming
+    the images, before any episode starts."""
+    if not images_config.prepull:
+        return None
+    from graph_planner.data.manifest import resolve_manifest
+
+    names: list[str] = []
+    for dataset in datasets:
+        if dataset is not None:
+            names += read_manifest(resolve_manifest(images_config.manifest, dataset))
+    try:
+        report = prepull_images(names, images_config.prepull_max_workers, images_config.prepull_retries,
+                                images_config.prepull_delay, images_config.prepull_timeout, progress)
+    except docker.errors.DockerException as exc:
+        raise RuntimeError(f"prepull (images.prepull / --prepull-containers): no Docker engine: {exc}") from exc
+    failed = report.with_status("failed")
+    if failed:
+        raise RuntimeError("prepull failed (images.prepull / --prepull-containers): "
+                           + "; ".join(f"{r.image}: {r.reason}" for r in failed))
+    return report
+

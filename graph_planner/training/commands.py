@@ -75,6 +75,14 @@ def train_cmd(
 ) -> None:
     """GRPO training: training.backend=local runs here; verl submits a Ray job (exit 0 ok, 1 failed, 2 refused)."""
     config = config_from_cli({**locals(), **options}, extra_map={"dataset": "paths.dataset_train"})
+    if not dry_run:
+        from graph_planner.sandbox.prepull import prepull_for_run
+
+        try:  # seed 000: --prepull-containers pulls the manifest's images before training starts
+            prepull_for_run(config.images, [config.paths.dataset_train, config.paths.dataset_val])
+        except (OSError, ValueError, RuntimeError) as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
     if config.training.backend == "local":
         code = run_local(config, dry_run)
     else:

@@ -1,6 +1,7 @@
 """Users' own tasks: a JSON / JSONL / YAML file of TaskRecord-shaped dicts.
 
-``source`` is forced to ``custom``; ``split`` defaults to ``test``; a relative ``repo_path`` or local
+``source`` is forced to ``custom``; ``split`` defaults to ``test`` (``train`` for seed 001's RepoEnv rows, see
+:mod:`graph_planner.data.sources.seed_rows`); a relative ``repo_path`` or local
 ``build.repo`` is resolved against the file's directory (prepare then copies the tree next to the output).
 """
 
@@ -17,6 +18,11 @@ from graph_planner.data.io import is_remote_repo
 from graph_planner.data.record import TaskRecord
 from graph_planner.data.sources.base import RowRejected, build_record
 from graph_planner.data.sources.hf_loader import DataSourceError
+from graph_planner.data.sources.seed_rows import (
+    is_seed_repoenv_row,
+    misplaced_source_hint,
+    normalize_seed_repoenv_row,
+)
 
 SOURCE = "custom"
 DEFAULT_SPLIT = "test"
@@ -55,6 +61,12 @@ def normalize_custom_row(row: Any, base_dir: Path, max_steps: int) -> TaskRecord
         raise row
     if not isinstance(row, Mapping):
         raise RowRejected(f"expected an object with TaskRecord fields, got {type(row).__name__}")
+    hint = misplaced_source_hint(row)
+    if hint:
+        raise RowRejected(hint, row.get("task_id") if isinstance(row.get("task_id"), str) else None)
+    if is_seed_repoenv_row(row):  # seed 001's {task_id, max_steps, issue, sandbox: {...}}; a training file
+        split = row.get("split") if isinstance(row.get("split"), str) else "train"
+        return normalize_seed_repoenv_row(row, base_dir, split, max_steps)
     fields = dict(row)
     task_id = fields.get("task_id") if isinstance(fields.get("task_id"), str) else None
     fields["source"] = SOURCE
