@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from docker_fixtures import docker_client, remove_images, test_registry  # noqa: F401 - pytest fixtures
+from test_docker_prepull import present, pushed_images
 from typer.testing import CliRunner
 
 from graph_planner.cli import app
@@ -160,3 +162,21 @@ def test_run_rule_agent_script_maps_to_gp_smoke(tmp_path):
                        "--output-dir", str(tmp_path / "runs"), cwd=tmp_path)
     assert done.returncode == 0, done.stderr + done.stdout
     assert json.loads(report.read_text())["steps"] >= 1
+
+
+@pytest.mark.docker
+def test_eval_prepull_flags_pull_the_manifest_before_any_episode(tmp_path, docker_client, test_registry):  # noqa: F811
+    images = pushed_images(docker_client, test_registry, 1)
+    manifest = tmp_path / "docker_images_validation.txt"
+    manifest.write_text(images[0] + "\n")
+    args = ["eval", "--dataset", str(tmp_path / "missing.jsonl"), "--docker-manifest", str(manifest),
+            "--prepull-containers", "--prepull-retries", "0", "--output-dir", str(tmp_path / "o")]
+    try:
+        result = runner.invoke(app, args)
+        assert present(docker_client, images[0])  # pulled first ...
+        assert result.exit_code == 2 and "eval dataset not found" in result.output  # ... then the eval started
+        manifest.write_text(f"{test_registry}/gp-prepull/never-pushed:none\n")
+        failed = runner.invoke(app, args)
+        assert failed.exit_code == 2 and "prepull failed" in failed.output and "never-pushed" in failed.output
+    finally:
+        remove_images(docker_client, images)
