@@ -225,3 +225,38 @@ def test_contract_register_refuses_a_fake_rllm_without_0_2_mappings(monkeypatch)
     _fake_rllm(monkeypatch, WORKFLOW_CLASS_MAPPING={})
     with pytest.raises(ImportError, match="not 0.2.x"):
         register_with_rllm()
+
+
+def test_seed_002_env_args_ds_json_and_seed(tmp_path):
+    """Seed 002: env.env_args.ds_json names an R2E-Gym row; BaseEnv.seed is accepted (rLLM itself has none)."""
+    ds = tmp_path / "r2e_ds.json"
+    ds.write_text((SAMPLE / "r2e" / "train.jsonl").read_text().splitlines()[0])
+    env = GraphPlannerRLLMEnv.from_dict({"ds_json": str(ds), "max_steps": 5,
+                                         **env_args(tmp_path, tmp_path / "prep", "none")})
+    row = json.loads(ds.read_text())
+    assert env.task.backend == "r2egym" and env.task.image == row["docker_image"]
+    assert env.task.max_steps == 5 and env.task.metadata["r2e_row"]["repo_name"] == row["repo_name"]
+    assert env.task.expected_output  # graded like the R2E row it came from
+    assert env.seed(7) == [7]
+
+
+def test_register_also_fills_a_fake_rllm_dataset_registry(tmp_path, monkeypatch):
+    """Seed 001/002: with rLLM importable, `gp data register --rllm-layout` also calls rLLM's
+    DatasetRegistry.register_dataset (a FAKE rllm.data module here: rLLM is not installable)."""
+    calls: list[tuple[str, str, list]] = []
+
+    class FakeDatasetRegistry:
+        @classmethod
+        def register_dataset(cls, name, data, split="default"):
+            calls.append((name, split, list(data)))
+
+    fake = types.ModuleType("rllm.data")
+    fake.DatasetRegistry = FakeDatasetRegistry
+    monkeypatch.setitem(sys.modules, "rllm", types.ModuleType("rllm"))
+    monkeypatch.setitem(sys.modules, "rllm.data", fake)
+    prepare_datasets(DataConfig(skip_r2e=True, swebench_dataset=str(SAMPLE / "swebench" / "test.jsonl"),
+                                output_dir=str(tmp_path / "prep")))
+    result = register_dataset(tmp_path / "prep" / "swebench" / "test.jsonl", "seeded", tmp_path / "reg", "test",
+                              rllm_layout=True)
+    assert [(n, s) for n, s, _ in calls] == [("seeded", "test")]
+    assert len(calls[0][2]) == result.rows and json.loads(calls[0][2][0]["task"])["task_id"]

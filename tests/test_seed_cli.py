@@ -180,3 +180,15 @@ def test_eval_prepull_flags_pull_the_manifest_before_any_episode(tmp_path, docke
         assert failed.exit_code == 2 and "prepull failed" in failed.output and "never-pushed" in failed.output
     finally:
         remove_images(docker_client, images)
+
+
+def test_seed_001_sample_files_prepare(tmp_path, monkeypatch):
+    """config/r2e_ds_repoenv_sample.json + datasets/graphplanner_repoenv_sample.jsonl as seed 001 names them
+    (the image is a bundled sample's: `gp images build` makes it)."""
+    monkeypatch.chdir(ROOT)
+    summary = prepare_datasets(DataConfig(skip_r2e=True, skip_swebench=True, output_dir=str(tmp_path / "p"),
+                                          custom_path="datasets/graphplanner_repoenv_sample.jsonl"))
+    assert summary.sources["custom"].splits["train"].kept == 1
+    ds = json.loads((ROOT / "config/r2e_ds_repoenv_sample.json").read_text())
+    record = json.loads((tmp_path / "p/custom/train.jsonl").read_text())
+    assert record["backend"] == "r2egym" and record["image"] == ds["docker_image"]

@@ -198,8 +198,65 @@ def test_refused_keys_say_why(tree, needle):
 
 
 def test_roll_top_level_key_and_section_key_must_agree(tmp_path):
-    with pytest.raises(ConfigError, match="top level"):
+    with pytest.raises(ConfigError, match=r"track_with \(ROLL\) = \['tensorboard'\]|track_with \(ROLL\)"):
         from_yaml(tmp_path, "track_with: tensorboard\nlogging:\n  track_with: [stdout]\n")
+
+
+#: The top of seed 004's pipeline YAML (numbers as ROLL's example has them; paths shortened).
+ROLL_PIPELINE = """\
+exp_name: "agentic_pipeline"
+seed: 42
+rpc_timeout: 3600
+output_dir: {out}
+system_envs:
+  USE_MODELSCOPE: '1'
+track_with: stdout
+num_gpus_per_node: 8
+max_steps: 1024
+save_steps: 10000
+eval_steps: 10
+resume_from_checkpoint: false
+rollout_batch_size: 64
+prompt_length: 2048
+response_length: 4096
+num_return_sequences_in_group: 8
+ppo_epochs: 1
+max_grad_norm: 1.0
+adv_estimator: grpo
+whiten_advantages: true
+init_kl_coef: 0.2
+kl_horizon: 10000
+reward_clip: 10
+reward_normalization:
+  grouping: traj_group_id
+  method: mean_std
+train_env_manager:
+  env_groups: 8
+  group_size: 8
+  max_traj_per_env: -1
+  format_penalty: -0.15
+training:
+  backend: verl
+  ppo_mini_batch_size: 64
+"""
+
+
+def test_roll_pipeline_yaml_top_loads_onto_our_sections(tmp_path):
+    config = from_yaml(tmp_path, ROLL_PIPELINE.format(out=tmp_path / "o"))
+    t = config.training
+    assert (config.experiment.name, config.experiment.seed, config.resources.num_gpus) == ("agentic_pipeline", 42, 8)
+    assert (t.total_steps, t.train_batch_size, t.max_prompt_length, t.max_response_length, t.group_size) == (
+        1024, 64, 2048, 4096, 8)
+    assert (config.logging.save_interval, config.logging.eval_interval, t.resume_from) == (10000, 10, None)
+    assert (t.clip_grad_norm, t.init_kl_coef, t.kl_horizon, t.reward_clip, t.env_groups) == (1.0, 0.2, 10000, 10, 8)
+    assert t.reward_norm_grouping == "group" and t.max_traj_per_env is None and config.env.format_penalty == 0.15
+    assert config.logging.output_dir == str(tmp_path / "o")
+    got = overrides(config.model_copy(update={"resources": config.resources.model_copy(
+        update={"num_gpus": 2, "ray_num_gpus": 2})}))
+    assert got["algorithm.kl_ctrl.kl_coef"] == "0.2" and got["data.train_batch_size"] == "64"
+    with pytest.raises(ConfigError, match="train_env_manager: \\['tags'\\] have no counterpart"):
+        from_yaml(tmp_path, "train_env_manager:\n  tags: [SimpleSokoban]\n")
+    assert load_run_config(None, {"resume_from_checkpoint": True}).training.resume_from == "auto"
 
 
 def test_resolved_config_with_roll_keys_reloads_to_the_same_config(tmp_path):
@@ -211,3 +268,10 @@ def test_resolved_config_with_roll_keys_reloads_to_the_same_config(tmp_path):
     again = load_run_config(path, yaml_only=True)
     assert config_to_dict(again) == config_to_dict(config)
     assert yaml.safe_load(path.read_text())["env"]["format_penalty"] == 0.15
+
+
+def test_cgm_model_path_switches_the_cgm_on_unless_a_backend_is_chosen():
+    assert load_run_config(None, {"paths.cgm_model": "models/CodeFuse-CGM"}).backends.cgm_backend == "hf"
+    assert load_run_config(None, {}).backends.cgm_backend == "none"
+    chosen = load_run_config(None, {"paths.cgm_model": "m", "backends.cgm_backend": "none"})
+    assert chosen.backends.cgm_backend == "none"  # an explicit choice wins

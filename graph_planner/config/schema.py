@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 
 from graph_planner.config.algorithm import AlgorithmKeys, backend_problems
 from graph_planner.config.aliases import move_seed_keys
+from graph_planner.config.roll import move_roll_keys
 
 #: The cached steps a config value can change: prepared tasks, image manifest, registered parquet, trained
 #: weights, eval results.
@@ -423,11 +424,6 @@ class EvalConfig(Section):
     )
 
 
-#: ROLL pipeline keys written at the top level -> the section that owns them here.
-ROLL_TOP_LEVEL = {"track_with": "logging", "tracker_kwargs": "logging", "rpc_timeout": "resources",
-                  "system_envs": "resources"}
-
-
 class RunConfig(Section):
     """The whole run configuration: defaults < YAML < CLI (see graph_planner.config.loader)."""
 
@@ -462,15 +458,13 @@ class RunConfig(Section):
         planner_sampling.max_input_tokens as the prompt budget."""
         if not isinstance(data, dict):
             return data
-        data = dict(data)
-        for key, section in ROLL_TOP_LEVEL.items():
-            if key in data:
-                target = dict(data.get(section) or {})
-                if key in target and target[key] != data[key]:
-                    raise ValueError(f"{key} is given at the top level (ROLL style) and as {section}.{key}; give one")
-                target[key] = data.pop(key)
-                data[section] = target
-        data = move_seed_keys(data)
+        data = move_seed_keys(move_roll_keys(data))
+        paths, backends = data.get("paths"), data.get("backends")
+        if isinstance(paths, dict) and paths.get("cgm_model") and not (
+                isinstance(backends, dict) and "cgm_backend" in backends):
+            # seed 000 section 7: naming CGM weights (paths.cgm_model / --cgm-model-path) switches Planner->CGM on;
+            # without a backend they are local weights (hf). --disable-cgm-synthesis still turns repair off.
+            data["backends"] = {**(backends if isinstance(backends, dict) else {}), "cgm_backend": "hf"}
         sampling = data.get("planner_sampling")
         budget = sampling.get("max_input_tokens") if isinstance(sampling, dict) else None
         if budget is not None:

@@ -153,6 +153,7 @@ def register_dataset(
         rows = [rllm_row(r) for r in records]
         _write_parquet(rllm_path.with_name(f"{split}.parquet"), rows, RLLM_ROW_SCHEMA)
         _write_parquet(rllm_path, [_rllm_verl_row(row) for row in rows], RLLM_VERL_SCHEMA)
+        _register_with_rllm(name, split, rows)
     registry.setdefault(name, {})[split] = {
         "path": verl_path.relative_to(out).as_posix(),
         "rows": len(records),
@@ -162,6 +163,17 @@ def register_dataset(
     write_json(out / REGISTRY_FILE, registry)
     return RegisterResult(name=name, split=split, path=str(verl_path), rows=len(records), content_sha256=sha,
                           changed=True, rllm_path=str(rllm_path) if rllm_layout else None)
+
+
+def _register_with_rllm(name: str, split: str, rows: list[dict[str, Any]]) -> bool:
+    """Seed 001/002: also enter the rows into rLLM's own ``DatasetRegistry`` when rLLM is importable (it writes
+    its ``<split>_verl.parquet`` under its registry dir); without rLLM the files above are the registration."""
+    try:
+        from rllm.data import DatasetRegistry
+    except ImportError:
+        return False
+    DatasetRegistry.register_dataset(name, rows, split=split)
+    return True
 
 
 def _rllm_verl_row(row: dict[str, Any]) -> dict[str, Any]:

@@ -72,6 +72,13 @@ def normalize_seed_repoenv_row(row: Mapping[str, Any], base_dir: Path, split: st
         raise RowRejected(f"seed 001 row: {exc}", task_id) from None
 
 
+def task_from_ds_json(ds_json: str, max_steps: int, base_dir: Path | None = None) -> TaskRecord:
+    """Seed 002's ``env.env_args.ds_json``: the R2E-Gym row in that file as a task on the R2E-Gym backend."""
+    ds = _read_ds(ds_json, base_dir or Path.cwd(), None)
+    record = r2e_gym.normalize_r2e_row(ds, "train", max_steps, {"r2e_ds_json": ds_json})
+    return record.model_copy(update={"backend": "r2egym", "metadata": {**record.metadata, "r2e_row": ds}})
+
+
 def _read_ds(name: str, base_dir: Path, task_id: str | None) -> dict[str, Any]:
     """The ds JSON, relative to the task file's dir, else to the working dir (the seed writes repo-root paths)."""
     path = Path(name).expanduser()

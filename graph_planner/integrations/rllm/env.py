@@ -47,6 +47,11 @@ class GraphPlannerRLLMEnv(BaseEnv):
             raise RowError("GraphPlannerRLLMEnv.from_dict: no run_config_path; pass the run config YAML in env_args "
                            "(e.g. rllm.env.env_args.run_config_path=/abs/path/run_config.yaml)")
         config = load_run_config_file(config_path)
+        if "task" not in row and row.get("ds_json"):  # seed 002: env.env_args.ds_json names an R2E-Gym row
+            from graph_planner.data.sources.seed_rows import task_from_ds_json
+
+            task = task_from_ds_json(str(row["ds_json"]), int(row.get("max_steps") or config.env.max_steps))
+            return GraphPlannerRLLMEnv(task, config, None, run_id=row.get("run_id"))
         task = task_from_row(row)
         return GraphPlannerRLLMEnv(task, config, dataset_dir_for(task, config, row), run_id=row.get("run_id"))
 
@@ -78,6 +83,12 @@ class GraphPlannerRLLMEnv(BaseEnv):
         env, self._env = self._env, None
         if env is not None:
             env.sandbox.close()
+
+    def seed(self, seed: int | None = None) -> list[int | None]:
+        """Seed 002's BaseEnv ``seed``: rLLM's BaseEnv has none (reference/rllm.md), and this env draws no random
+        numbers (tools, sandbox and grading are deterministic), so it only records the value (gym's return)."""
+        self._seed = seed
+        return [seed]
 
     @staticmethod
     def is_multithread_safe() -> bool:
