@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -101,3 +102,28 @@ def test_passthrough_adds_the_seed_names_to_verl_metrics():
     assert (got["train/entropy"], got["train/policy_loss"], got["train/clipfrac"], got["train/kl"],
             got["train/grad_norm"], got["train/value_loss"], got["lr"]) == (1.5, -0.2, 0.1, 0.01, 2.0, 0.3, 1e-6)
     assert "train/value_loss" not in verl_passthrough({"actor/entropy": 1.0})
+
+
+def test_verl_job_tracker_logs_the_seed_names(tmp_path):
+    """The verl job's env imports telemetry.verl_names with `import verl` (VERL_USE_EXTERNAL_MODULES); verl's own
+    Tracking then logs train/* next to actor/* (console backend here, the same call feeds W&B)."""
+    import os
+    import subprocess
+    import sys
+
+    from graph_planner.config import load_run_config
+    from graph_planner.training.ray_job import Cluster, job_runtime_env, prepare_job
+
+    env_vars = job_runtime_env(load_run_config(None, {}))["env_vars"]
+    code = ("from verl.utils.tracking import Tracking\n"
+            "Tracking(project_name='p', experiment_name='e', default_backend='console').log("
+            "{'actor/entropy': 1.25, 'actor/pg_clipfrac': 0.5, 'critic/vf_loss': 0.75}, step=3)\n")
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env_vars, "PYTHONPATH": str(root)},
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    for name, value in (("train/entropy", "1.25"), ("train/clipfrac", "0.5"), ("train/value_loss", "0.75")):
+        assert f"{name}:{value}" in done.stdout, done.stdout
+    cpu = prepare_job(load_run_config(None, {}), ["--config-file", "c.yaml"], Cluster("http://x", cpu_platform=True))
+    assert cpu.runtime_env["env_vars"]["VERL_USE_EXTERNAL_MODULES"] == \
+        "graph_planner.telemetry.verl_names,graph_planner.training.verl_cpu"

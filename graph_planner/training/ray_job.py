@@ -51,12 +51,18 @@ def project_root() -> Path:
     return Path(graph_planner.__file__).resolve().parent.parent
 
 
+#: Imported by ``import verl`` in every verl process of the job (``VERL_USE_EXTERNAL_MODULES``).
+SEED_METRIC_NAMES_MODULE = "graph_planner.telemetry.verl_names"
+
+
 def job_runtime_env(config: RunConfig) -> dict[str, Any]:
     """The project code as working_dir (so the job runs this exact code) and a few process settings.
 
     ``resources.system_envs`` (ROLL's ``system_envs``) are added to the job's env vars; ours win on a clash.
     """
-    env_vars = {**config.resources.system_envs, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env_vars = {**config.resources.system_envs, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false",
+                # seed 000 section 5: verl's tracker also logs train/kl, train/entropy, ... (telemetry.verl_names)
+                "VERL_USE_EXTERNAL_MODULES": SEED_METRIC_NAMES_MODULE}
     if config.logging.wandb.offline:
         env_vars["WANDB_MODE"] = "offline"
     return {"working_dir": str(project_root()), "excludes": list(UPLOAD_EXCLUDES), "env_vars": env_vars}
@@ -206,7 +212,10 @@ def prepare_job(config: RunConfig, entrypoint_args: Sequence[str], cluster: Clus
     if cluster.cpu_platform:
         from graph_planner.training.verl_cpu import cpu_job_env_vars
 
-        runtime_env["env_vars"].update(cpu_job_env_vars())
+        cpu_vars = cpu_job_env_vars()
+        modules = [runtime_env["env_vars"].get("VERL_USE_EXTERNAL_MODULES"), cpu_vars.pop("VERL_USE_EXTERNAL_MODULES")]
+        runtime_env["env_vars"].update(cpu_vars)
+        runtime_env["env_vars"]["VERL_USE_EXTERNAL_MODULES"] = ",".join(m for m in modules if m)
         if "--cpu" not in args:
             args.append("--cpu")
     python = sys.executable if cluster.head is not None else config.resources.ray_job_python
