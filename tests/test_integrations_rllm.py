@@ -129,7 +129,9 @@ def test_contract_base_env_methods_match_rllm_0_2():
     assert param_names(GraphPlannerRLLMEnv.from_dict) == ["info"]
     assert isinstance(inspect.getattr_static(GraphPlannerRLLMEnv, "is_multithread_safe"), staticmethod)
     assert GraphPlannerRLLMEnv.is_multithread_safe() is True
-    assert not hasattr(GraphPlannerRLLMEnv, "seed")  # rLLM's BaseEnv has none; seeding is not part of the contract
+    # rLLM's BaseEnv has no seed(); seed 002 lists one, so the env offers it as an extra rLLM never calls
+    assert not hasattr(compat.BaseEnv, "seed")  # not part of the rLLM 0.2 contract (nor of our stand-in)
+    assert param_names(GraphPlannerRLLMEnv.seed) == ["self", "seed"]
     assert not hasattr(GraphPlannerRLLMEnv, "compute_final_reward")  # it would overwrite the last step's reward
 
 
