@@ -187,3 +187,11 @@ def test_cli_run_name_beats_the_wandb_run_name(tmp_path):
                                  "logging.output_dir": str(tmp_path)})
     assert cfg.resolved_run_dir == str(tmp_path / "mine")
     assert load_run_config(None, {}).resolved_run_dir == "outputs/graph-planner"  # seed default output_dir
+
+
+def test_gpu_lists_become_hf_placements():
+    from graph_planner.models.chat import hf_placement
+
+    assert hf_placement([0]) == {"device_map": {"": 0}}  # one card: everything on it
+    assert hf_placement([4, 5], "70GiB") == {"device_map": "auto", "max_memory": {4: "70GiB", 5: "70GiB"}}
+    assert hf_placement("auto") == {"device_map": "auto"}

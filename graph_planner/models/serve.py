@@ -118,6 +118,8 @@ def serve_cmd(
     dtype: Annotated[str, typer.Option("--dtype", help="float32 | bfloat16 | float16 | auto")] = "float32",
     cache_dir: Annotated[str, typer.Option("--cache-dir", help="Where the toy checkpoint is built.")]
     = ".cache/graph_planner",
+    gpus: Annotated[str | None, typer.Option(
+        "--gpus", help="Pin the model to these GPUs, e.g. 4,5,6,7 (a preset's backends.device_map_cgm).")] = None,
 ) -> None:
     """Serve a local checkpoint as /v1/chat/completions and the CGM /generate endpoint (debugging without vLLM)."""
     import uvicorn
@@ -125,7 +127,11 @@ def serve_cmd(
     from graph_planner.models.toy import resolve_model_path
 
     path = resolve_model_path(model, cache_dir)
-    chat = HFChatModel(path, dtype=dtype)
+    try:
+        device_map: str | list[int] = [int(g) for g in gpus.split(",")] if gpus else "auto"
+    except ValueError:
+        raise typer.BadParameter(f"--gpus {gpus!r}: expected GPU indices like 4,5,6,7") from None
+    chat = HFChatModel(path, dtype=dtype, device_map=device_map)
     name = served_model_name or model
     typer.echo(f"serving {path} as {name!r} on http://{host}:{port} (/v1/chat/completions, /generate)", err=True)
     uvicorn.run(create_app(chat, name), host=host, port=port, log_level="info")
