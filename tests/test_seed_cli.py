@@ -192,3 +192,19 @@ def test_seed_001_sample_files_prepare(tmp_path, monkeypatch):
     ds = json.loads((ROOT / "config/r2e_ds_repoenv_sample.json").read_text())
     record = json.loads((tmp_path / "p/custom/train.jsonl").read_text())
     assert record["backend"] == "r2egym" and record["image"] == ds["docker_image"]
+
+
+def test_train_prepull_runs_before_training_or_says_where_to_run_it(tmp_path, caplog):
+    from graph_planner.training.commands import prepull_here
+
+    result = runner.invoke(app, ["train", "-c", str(ROOT / "configs/experiments/local_debug.yaml"),
+                                 "--prepull-containers", "--docker-manifest", str(tmp_path / "missing.txt"),
+                                 "--output-dir", str(tmp_path / "o")])
+    assert result.exit_code == 2 and "docker manifest not found" in result.output  # before any training step
+    assert not (tmp_path / "o" / "local_debug" / "checkpoints").exists()
+    remote = load_run_config(None, {"images.prepull": True, "training.backend": "verl",
+                                    "resources.ray_address": "http://cluster:8265",
+                                    "images.manifest": str(tmp_path / "missing.txt")})
+    with caplog.at_level("WARNING"):
+        prepull_here(remote)  # nothing pulled here, no error: the cluster's nodes run the sandboxes
+    assert "run `gp images prepull` on its nodes" in caplog.text

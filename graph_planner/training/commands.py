@@ -66,6 +66,28 @@ def run_verl(config: RunConfig, train_files: str | None, val_files: str | None, 
     return outcome.code
 
 
+def prepull_here(config: RunConfig) -> None:
+    """Seed 000's --prepull-containers: pull the manifest's images before training, where the sandboxes run.
+
+    A verl job on a remote cluster (resources.ray_address / RAY_ADDRESS) runs its sandboxes on the cluster's
+    nodes, so pulling on this machine would not help: that case says so and leaves it to `gp images prepull` on
+    the nodes (the pipeline's prepull step)."""
+    import os
+
+    from graph_planner.sandbox.prepull import prepull_for_run
+
+    remote = config.resources.ray_address or os.environ.get("RAY_ADDRESS")
+    if config.images.prepull and config.training.backend == "verl" and remote:
+        log.warning("images.prepull: the sandboxes run on the Ray cluster at %s; run `gp images prepull` on its "
+                    "nodes (nothing is pulled here)", remote)
+        return
+    try:
+        prepull_for_run(config.images, [config.paths.dataset_train, config.paths.dataset_val])
+    except (OSError, ValueError, RuntimeError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
 @config_options(*RUN_OPTIONS)
 def train_cmd(
     train_files: TrainFiles = None,
@@ -76,13 +98,7 @@ def train_cmd(
     """GRPO training: training.backend=local runs here; verl submits a Ray job (exit 0 ok, 1 failed, 2 refused)."""
     config = config_from_cli({**locals(), **options}, extra_map={"dataset": "paths.dataset_train"})
     if not dry_run:
-        from graph_planner.sandbox.prepull import prepull_for_run
-
-        try:  # seed 000: --prepull-containers pulls the manifest's images before training starts
-            prepull_for_run(config.images, [config.paths.dataset_train, config.paths.dataset_val])
-        except (OSError, ValueError, RuntimeError) as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(2) from None
+        prepull_here(config)
     if config.training.backend == "local":
         code = run_local(config, dry_run)
     else:
