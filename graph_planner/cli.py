@@ -25,6 +25,9 @@ console = Console(stderr=True)
 def _main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug logging.")) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
+    from graph_planner.sandbox.reaper import install_exit_cleanup
+
+    install_exit_cleanup()  # from the main thread: sandboxes started later in worker threads are covered
 
 
 @app.command("config")
@@ -62,6 +65,9 @@ def preflight_cmd(
 from graph_planner.validation.commands import validate_tasks_cmd  # noqa: E402
 
 app.command("validate-tasks")(validate_tasks_cmd)
+from graph_planner.validation.grade_cmd import grade_cmd  # noqa: E402
+
+app.command("grade")(grade_cmd)
 from graph_planner.data.commands import data_app  # noqa: E402
 
 app.add_typer(data_app, name="data")

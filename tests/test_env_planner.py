@@ -171,8 +171,10 @@ def test_run_tests_shows_symptoms_not_test_source_and_op_limit_ends_episode(make
     env.reset()
     result = env.step(RunTests())
     assert "0/3 of the failing tests pass" in result.observation
-    assert "FAILED tests/test_issue_7.py::test_truncate_result_fits_length" in result.observation
-    assert "def test_" not in result.observation and "assert truncate(" not in result.observation.split("FAILED")[0]
+    # the failing tests are hidden (new file of the test_patch): counted, never named, no assertion text
+    assert "3 hidden test(s) not passing yet" in result.observation
+    assert "test_issue_7" not in result.observation and "test_truncate_result_fits_length" not in result.observation
+    assert "def test_" not in result.observation and "assert" not in result.observation
     assert result.done and result.info["episode"]["termination_reason"] == "repo_op_limit"
     assert result.reward == pytest.approx(-0.75)
     assert result.info["episode"]["tests_run"] == 1

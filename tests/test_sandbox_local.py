@@ -38,14 +38,25 @@ def test_local_sandbox_implements_the_protocol_and_works_on_a_copy(tmp_path, cal
 
 def test_exec_past_timeout_is_killed_with_its_children_and_reported(sandbox):
     start = time.monotonic()
-    result = sandbox.exec("sh -c 'echo $$ > child.pid; exec sleep 60' & echo started; sleep 60", timeout=1)
+    marker = f"{60 + os.getpid() % 1000 / 1000:.3f}"  # a sleep argument no other process on the host uses
+    result = sandbox.exec(f"sh -c 'exec sleep {marker}' & echo started; sleep 60", timeout=1)
     assert time.monotonic() - start < 10
     assert result.timed_out and result.rc == 124 and not result.ok
     assert "started" in result.stdout and "timeout" in result.stderr
-    child = int((sandbox.repo_dir / "child.pid").read_text())
-    time.sleep(0.2)
-    status = Path(f"/proc/{child}/status")
-    assert not status.exists() or "zombie" in status.read_text()  # the background child died with the group
+    time.sleep(0.3)
+    # pids inside a bwrap sandbox are namespaced: look for the child by its command line from the host side
+    assert not [p for p in _live_cmdlines() if p == f"sleep\0{marker}\0"]  # the background child died too
+
+
+def _live_cmdlines() -> list[str]:
+    out = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if "zombie" not in (proc / "status").read_text():
+                out.append((proc / "cmdline").read_text())
+        except OSError:
+            continue
+    return out
 
 
 def test_failed_command_reports_its_exit_code_and_stderr(sandbox):

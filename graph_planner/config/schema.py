@@ -259,6 +259,10 @@ class SandboxConfig(Section):
     local_isolate_pytest_plugins: bool = Field(
         True, description="local backend: don't autoload the host venv's pytest plugins into the task's test runs."
     )
+    local_isolation: Literal["auto", "bwrap", "netns", "none"] = Field(
+        "auto", description="local backend wrapper: bwrap (read-only system, writable copy only, no network; an "
+        "error when unusable), netns (network cut only), none, or auto = the strongest that works (docs/security.md)."
+    )
 
 
 class ParallelConfig(Section):

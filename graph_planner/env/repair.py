@@ -15,6 +15,7 @@ from graph_planner.data.record import TaskRecord
 from graph_planner.episode.patch import PatchFormatError, PatchProposal, RepairRequest, diff_stats, edits_to_diff
 from graph_planner.episode.results import TestReport
 from graph_planner.grading.r2e_grade import expected_output_diff
+from graph_planner.env.test_view import agent_error, hidden_dirs, hidden_test_files, is_visible_test
 from graph_planner.models.synthesizers import PatchSynthesizer
 from graph_planner.sandbox.base import PatchRejected, Sandbox, SandboxError
 from graph_planner.sandbox.patching import check_patch, touched_files
@@ -68,12 +69,20 @@ def summarise_report(task: TaskRecord, report: TestReport, max_symptoms: int = 8
         total = len(wanted)
         score = sum(1 for t in wanted if report.statuses.get(t) in _PASSING)
         wrong = [t for t in wanted if report.statuses.get(t) not in _PASSING]
+    # hidden tests (the test_patch's files, R2E's dir) are counted, never named: ids and assertion text would
+    # tell the policy what the grader checks (graph_planner.env.test_view)
+    hidden, dirs = hidden_test_files(task), hidden_dirs(task)
     symptoms = [line.strip() for line in report.log_tail.splitlines()
-                if line.startswith(("FAILED ", "ERROR "))][:max_symptoms]
+                if line.startswith(("FAILED ", "ERROR "))
+                and is_visible_test(line.split(" ", 1)[1].split(" - ", 1)[0], hidden, dirs)][:max_symptoms]
     if not symptoms:
-        symptoms = [f"{t}: {report.statuses.get(t, 'not run')}" for t in wrong[:max_symptoms]]
+        symptoms = [f"{t}: {report.statuses.get(t, 'not run')}" for t in wrong if is_visible_test(t, hidden, dirs)]
+        symptoms = symptoms[:max_symptoms]
+    concealed = sum(1 for t in wrong if not is_visible_test(t, hidden, dirs))
+    if concealed:
+        symptoms.append(f"{concealed} hidden test(s) not passing yet (hidden tests are counted, not shown)")
     return TestSummary(score=max(score, 0), total=total, resolved=report.resolved, failing=symptoms,
-                       error=report.error, seconds=report.seconds)
+                       error=agent_error(report.error), seconds=report.seconds)
 
 
 @dataclass

@@ -43,6 +43,8 @@ class TestReport:
     timed_out: bool = False
     log_tail: str = ""
     error: str | None = None
+    #: What the grading guard undid before the run (test / pytest-config files the patch changed or added).
+    guard: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -55,4 +57,5 @@ class TestReport:
             "seconds": self.seconds,
             "timed_out": self.timed_out,
             "error": self.error,
+            "guard": self.guard,
         }

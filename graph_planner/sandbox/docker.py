@@ -20,6 +20,7 @@ import requests
 
 from graph_planner.episode.results import ExecResult
 from graph_planner.sandbox.base import SandboxError
+from graph_planner.sandbox.history import SAFE_GIT_ENV
 from graph_planner.sandbox.reaper import install_signal_reaper, owner_labels
 from graph_planner.sandbox.shell import ShellSandbox
 
@@ -61,8 +62,13 @@ __gp_runf() {  # token timeout nbytes dir  <- script bytes, too long for one arg
 }
 __gp_put() {  # token nbytes dir path  <- file bytes; `cat >` keeps the mode of an existing file
   head -c "$2" > "$__gp_buf"
-  ( cd -- "$3" && mkdir -p -- "$(dirname -- "$4")" && cat -- "$__gp_buf" > "$4" ) </dev/null
+  ( cd -- "$3" && __gp_inside "$4" && mkdir -p -- "$(dirname -- "$4")" && cat -- "$__gp_buf" > "$4" ) </dev/null
   __gp_end "$1" $?
+}
+__gp_inside() {  # path: true when it resolves (links followed) inside the current dir; never writes/reads via links out
+  local r t; r=$(realpath -e .) && t=$(realpath -m -- "$1") || return 66
+  case "$t/" in "$r"/*) return 0;; esac
+  echo "refused: $1 resolves to $t, outside the repository" >&2; return 67
 }
 printf '__gp_ready__ %d\n' "$$"
 """
@@ -261,8 +267,7 @@ class DockerSandbox(ShellSandbox):
                         head, self.task.base_commit)
 
     def _open_session(self) -> None:
-        env = {"GIT_PAGER": "cat", "PAGER": "cat", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C.UTF-8",
-               **self.task.env}
+        env = {**SAFE_GIT_ENV, "LC_ALL": "C.UTF-8", **self.task.env}
         try:
             self._session = ShellSession(self._client.api, self.container.id, self.task.workdir, env)
         except (_SessionBroken, OSError, ValueError) as exc:
@@ -370,9 +375,14 @@ class DockerSandbox(ShellSandbox):
 
     def _get_bytes(self, path: str) -> bytes:
         quoted = shlex.quote(path)
-        res = self._raw_output(f"test -f {quoted} || exit 66; cat -- {quoted}", f"read {path}")
+        # links are followed only while they stay in the repository (a link to /etc/passwd or a host dir is refused)
+        inside = (f"r=$(realpath -e .) && t=$(realpath -m -- {quoted}) || exit 66; "
+                  'case "$t/" in "$r"/*) ;; *) exit 67;; esac; ')
+        res = self._raw_output(f"test -f {quoted} || exit 66; {inside}cat -- {quoted}", f"read {path}")
         if res[0] == 66:
             raise FileNotFoundError(path)
+        if res[0] == 67:
+            raise SandboxError(f"{self.where}: read {path!r} refused: it is a link that leads out of the repository")
         if res[0] != 0:
             raise SandboxError(f"{self.where}: could not read {path}: {res[2].decode('utf-8', 'replace')}")
         return res[1]

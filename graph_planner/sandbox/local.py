@@ -1,5 +1,7 @@
 """Local backend (the embedded default): a git working copy of the task's source tree in a temp dir, commands run
-by subprocess in their own process group, the network cut with `unshare -n` (or bubblewrap) when available."""
+by subprocess in their own process group with a minimal environment, inside bubblewrap (read-only system,
+writable copy only, no network) when it works here, else with only the network cut (`unshare -n`); see
+graph_planner.sandbox.isolation and docs/security.md."""
 
 from __future__ import annotations
 
@@ -8,15 +10,17 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
-from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from graph_planner.episode.results import ExecResult
 from graph_planner.sandbox.base import SandboxError
+from graph_planner.sandbox.isolation import Isolation, choose_isolation, minimal_env
+from graph_planner.sandbox.isolation import network_cut_prefix as network_cut_prefix  # re-exported for tests
+from graph_planner.sandbox.local_copies import mark_owner, release_copy, track_copy
+from graph_planner.sandbox.reaper import install_exit_cleanup
 from graph_planner.sandbox.shell import ShellSandbox
 
 if TYPE_CHECKING:
@@ -29,35 +33,11 @@ TIMEOUT_RC = 124
 _KILL_GRACE_S = 5.0
 
 
-def _probe(argv: list[str]) -> bool:
-    try:
-        return subprocess.run(argv, check=False, capture_output=True, timeout=10).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
-
-
-@lru_cache(maxsize=1)
-def network_cut_prefix() -> tuple[str, ...] | None:
-    """argv prefix that runs a command without network, probed once: `unshare -n` (root), `unshare -rn`
-    (user namespaces), `bwrap --unshare-net`; None when this machine allows none of them."""
-    candidates: list[tuple[str, ...]] = []
-    if shutil.which("unshare"):
-        if os.geteuid() == 0:
-            candidates.append(("unshare", "-n"))
-        candidates.append(("unshare", "-rn"))
-    if shutil.which("bwrap"):
-        candidates.append(("bwrap", "--dev-bind", "/", "/", "--unshare-net", "--die-with-parent"))
-    for prefix in candidates:
-        if _probe([*prefix, "true"]):
-            return prefix
-    return None
-
-
 class LocalSandbox(ShellSandbox):
     """A temp-dir working copy of ``task.repo_path``; removed on close."""
 
     backend = "local"
-    _warned_no_netns = False
+    _warned: ClassVar[set[str]] = set()
 
     def __init__(self, task: TaskRecord, settings: SandboxConfig, dataset_dir: str | Path | None = None,
                  run_id: str = "local") -> None:
@@ -65,6 +45,7 @@ class LocalSandbox(ShellSandbox):
         self._root: Path | None = None
         self._repo: Path | None = None
         self._prefix: tuple[str, ...] = ()
+        self.isolation: Isolation | None = None
         self._preamble = ""
         self._env: dict[str, str] = {}
 
@@ -92,17 +73,18 @@ class LocalSandbox(ShellSandbox):
         if shutil.which("git") is None:
             raise SandboxError("the local sandbox needs git on PATH (apt-get install git)")
         self._root = Path(tempfile.mkdtemp(prefix=f"gp-{self.run_id}-{task.safe_id}-"))
+        track_copy(self._root)
+        install_exit_cleanup()
         self._repo = self._root / "repo"
         try:
+            mark_owner(self._root, self.run_id, task.task_id)
+            has_git = (source / ".git").exists()
+            # the source's .git is copied only to be trimmed to base_commit (history.py) right after
             shutil.copytree(source, self._repo, symlinks=True,
                             ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
-            self._env = self._command_env()
-            self._prefix = self._network_prefix()
-            ip_tool = shutil.which("ip")
-            if self._prefix[:1] == ("unshare",) and ip_tool:
-                # a fresh network namespace has loopback down: tests that serve on 127.0.0.1 need it up
-                self._preamble = f"{ip_tool} link set lo up 2>/dev/null; "
-            self._ensure_git_base(has_git=(source / ".git").exists())
+            self._env = minimal_env(self._root, dict(task.env), self.settings.local_isolate_pytest_plugins)
+            self._isolate()
+            self._ensure_git_base(has_git=has_git)
         except BaseException:
             self._close_backend()
             raise
@@ -110,32 +92,25 @@ class LocalSandbox(ShellSandbox):
     def _close_backend(self) -> None:
         if self._root is not None:
             shutil.rmtree(self._root, ignore_errors=True)
+            release_copy(self._root)
         self._root = None
         self._repo = None
 
-    def _command_env(self) -> dict[str, str]:
-        """The caller's environment + task.env; the running interpreter's bin dir first on PATH so `python`
-        is the one that has the task's test dependencies (no login shell: /etc/profile would reset PATH)."""
-        env = dict(os.environ)
-        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-        env.update({"GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat", "PAGER": "cat", "LC_ALL": "C.UTF-8"})
-        if self.settings.local_isolate_pytest_plugins:
-            # the host venv's pytest plugins (hydra, anyio, ...) are not the task's; loading them costs ~5 s a run
-            env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-        env.update(self.task.env)
-        return env
-
-    def _network_prefix(self) -> tuple[str, ...]:
-        if self.settings.network:
-            return ()
-        prefix = network_cut_prefix()
-        if prefix is None:
-            if not LocalSandbox._warned_no_netns:
-                log.warning("local sandbox: neither `unshare -n` nor bubblewrap works here, so commands keep the "
-                            "network (sandbox.network=false cannot be enforced); use --sandbox docker to isolate")
-                LocalSandbox._warned_no_netns = True
-            return ()
-        return prefix
+    def _isolate(self) -> None:
+        assert self._root is not None
+        try:
+            self.isolation = choose_isolation(self.settings.local_isolation, self._root, self.settings.network)
+        except RuntimeError as exc:
+            raise SandboxError(f"task {self.task.task_id}: {exc}") from None
+        self._prefix = self.isolation.prefix
+        ip_tool = shutil.which("ip")
+        if self.isolation.kind == "netns" and ip_tool:
+            # a fresh network namespace has loopback down: tests that serve on 127.0.0.1 need it up
+            self._preamble = f"{ip_tool} link set lo up 2>/dev/null; "
+        if self.isolation.kind != "bwrap" and self.isolation.kind not in LocalSandbox._warned:
+            LocalSandbox._warned.add(self.isolation.kind)
+            log.warning("local sandbox isolates %s (bubblewrap is not usable here); use --sandbox docker for "
+                        "untrusted patches", self.isolation.isolates)
 
     def _ensure_git_base(self, has_git: bool) -> None:
         """HEAD must be the task base: an existing repo is checked out at base_commit; a plain tree becomes a

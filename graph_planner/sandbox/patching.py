@@ -16,6 +16,10 @@ MAX_PATCH_BYTES = 1_000_000
 MAX_PATCH_FILES = 200
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")
+#: git modes a patch may not create, keep or change to: 120000 = symbolic link, 160000 = gitlink (submodule).
+#: A link could point at /etc/passwd, a host directory or a hidden test; a gitlink at another repository.
+_LINK_MODE = re.compile(r"^(?:(?:new|old|new file|deleted file) mode|index [0-9a-f]+\.\.[0-9a-f]+) (1[26]0000)\s*$",
+                        re.MULTILINE)
 _HEADER_PATHS = re.compile(r"^(?:diff --git |--- |\+\+\+ |rename from |rename to |copy from |copy to )(.*)$", re.MULTILINE)
 
 
@@ -92,6 +96,12 @@ def check_patch(diff: str, max_bytes: int = MAX_PATCH_BYTES, max_files: int = MA
         raise PatchRejected("patch contains NUL bytes (binary junk); only text diffs are accepted")
     if "GIT binary patch" in diff or re.search(r"^Binary files .* differ$", diff, re.MULTILINE):
         raise PatchRejected("binary patches are not accepted; send a text diff")
+    link = _LINK_MODE.search(diff)
+    if link:
+        line_no = diff.count("\n", 0, link.start()) + 1
+        kind = "symbolic link" if link.group(1) == "120000" else "submodule (gitlink)"
+        raise PatchRejected(f"patch line {line_no} ({link.group(0).strip()!r}) creates or changes a {kind}; "
+                            "links are not accepted in patches (they could point outside the repository)")
     bad = _CONTROL.search(diff)
     if bad:
         line_no = diff.count("\n", 0, bad.start()) + 1

@@ -15,63 +15,22 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from graph_planner.sandbox.local_copies import remove_own_copies
+from graph_planner.sandbox.owner import (  # noqa: F401 - re-exported: the labels are the reaper's vocabulary
+    LABEL_HOST,
+    LABEL_OWNER_PID,
+    LABEL_OWNER_START,
+    LABEL_RUN,
+    LABEL_TASK,
+    owner_is_dead,
+    owner_labels,
+    process_start_ticks,
+)
+
 if TYPE_CHECKING:
     import docker
 
 log = logging.getLogger(__name__)
-
-LABEL_RUN = "graph-planner.run-id"
-LABEL_TASK = "graph-planner.task-id"
-LABEL_OWNER_PID = "graph-planner.owner-pid"
-LABEL_HOST = "graph-planner.host"
-#: Start time of the owner process (clock ticks since boot, /proc/<pid>/stat field 22): a recycled pid is not
-#: mistaken for a live owner.
-LABEL_OWNER_START = "graph-planner.owner-start"
-
-
-def process_start_ticks(pid: int) -> str | None:
-    """Start time of ``pid`` in clock ticks since boot (Linux), or None when unknown / no such process."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
-            stat = handle.read()
-    except OSError:
-        return None
-    # comm (field 2) may hold spaces and parentheses: fields after the last ')' are positional.
-    rest = stat.rsplit(")", 1)[-1].split()
-    return rest[19] if len(rest) > 19 else None
-
-
-def owner_labels(run_id: str, task_id: str) -> dict[str, str]:
-    """Labels for a container owned by this process."""
-    pid = os.getpid()
-    return {
-        LABEL_RUN: run_id,
-        LABEL_TASK: task_id,
-        LABEL_OWNER_PID: str(pid),
-        LABEL_HOST: socket.gethostname(),
-        LABEL_OWNER_START: process_start_ticks(pid) or "",
-    }
-
-
-def owner_is_dead(labels: dict[str, str]) -> bool:
-    """True only when the owner provably is gone: it ran on this host and its pid is dead (or was recycled).
-    Containers of other hosts are never judged dead from here."""
-    if labels.get(LABEL_HOST) != socket.gethostname():
-        return False
-    try:
-        pid = int(labels.get(LABEL_OWNER_PID, ""))
-    except ValueError:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # alive, owned by another user
-        return False
-    recorded = labels.get(LABEL_OWNER_START)
-    current = process_start_ticks(pid)
-    return bool(recorded and current and recorded != current)
-
 
 @dataclass
 class ReapResult:
@@ -116,23 +75,31 @@ def reap(client: docker.DockerClient, run_id: str | None = None, dead_owners: bo
 
 @dataclass
 class _ExitHooks:
-    """What this process registered: one atexit hook and one SIGTERM handler, whatever the number of runs."""
+    """What this process registered: one atexit hook and one SIGTERM handler, whatever the number of runs and
+    threads. The handler removes this process's containers (once a docker sandbox registered a client factory)
+    and its local temp copies."""
 
-    client_factory: Callable[[], Any]
+    client_factory: Callable[[], Any] | None = None
     run_ids: set[str] = field(default_factory=set)
     sigterm_installed: bool = False
 
 
-_hooks: _ExitHooks | None = None
+_hooks = _ExitHooks()
 _hooks_lock = threading.Lock()
+_atexit_registered = False
 
 
-def _reap_own(client_factory: Callable[[], Any]) -> None:
-    """Remove the containers this very process started (a forked child or a sibling keeps its own)."""
+def _reap_own(client_factory: Callable[[], Any] | None) -> None:
+    """Remove the containers and local copies this very process started (a forked child keeps its own)."""
+    copies = remove_own_copies()
+    if copies:
+        log.info("reaper: removed %d local sandbox copy(ies)", len(copies))
+    if client_factory is None:
+        return
     import docker.errors
     import requests
 
-    runs = ", ".join(sorted(_hooks.run_ids)) if _hooks else "?"
+    runs = ", ".join(sorted(_hooks.run_ids)) or "?"
     try:
         removed = reap(client_factory(), owner_pid=os.getpid()).removed
         if removed:
@@ -142,29 +109,29 @@ def _reap_own(client_factory: Callable[[], Any]) -> None:
         log.warning("reaper: could not remove the containers of run(s) %s: %s (run `gp sandbox reap`)", runs, exc)
 
 
-def install_signal_reaper(run_id: str, client_factory: Callable[[], Any] | None = None) -> bool:
-    """Make this process remove the containers it started at interpreter exit and on SIGTERM (then the previous
-    SIGTERM handler runs, or the default action). Installed once per process; later calls only record the run
-    id. Returns False while the SIGTERM handler could not be installed (only the main thread may); the exit
-    hook is installed regardless."""
-    global _hooks
-    import docker
+def _on_exit() -> None:
+    _reap_own(_hooks.client_factory)
 
+
+def install_exit_cleanup() -> bool:
+    """Make this process remove its sandboxes at interpreter exit and on SIGTERM (then the previous SIGTERM
+    handler runs, or the default action). Idempotent. The SIGTERM handler can only be installed from the main
+    thread: entry points (`gp ...`, evaluate_dataset, the Prefect flows) call this first, so sandboxes started
+    later in worker threads are covered. Returns whether the SIGTERM handler is in place."""
+    global _atexit_registered
     with _hooks_lock:
-        if _hooks is None:
-            _hooks = _ExitHooks(client_factory or docker.from_env)
-            atexit.register(_reap_own, _hooks.client_factory)
-        hooks = _hooks
-        hooks.run_ids.add(run_id)
-        if hooks.sigterm_installed:
+        if not _atexit_registered:
+            atexit.register(_on_exit)
+            _atexit_registered = True
+        if _hooks.sigterm_installed:
             return True
         if threading.current_thread() is not threading.main_thread():
-            log.debug("reaper: not the main thread, SIGTERM handler for run %s not installed yet", run_id)
+            log.debug("reaper: not the main thread, SIGTERM handler not installed yet")
             return False
         previous = signal.getsignal(signal.SIGTERM)
 
         def on_sigterm(signum: int, frame: FrameType | None) -> None:
-            _reap_own(hooks.client_factory)
+            _reap_own(_hooks.client_factory)
             if callable(previous):
                 previous(signum, frame)
             elif previous != signal.SIG_IGN:
@@ -172,5 +139,16 @@ def install_signal_reaper(run_id: str, client_factory: Callable[[], Any] | None 
                 os.kill(os.getpid(), signal.SIGTERM)
 
         signal.signal(signal.SIGTERM, on_sigterm)
-        hooks.sigterm_installed = True
+        _hooks.sigterm_installed = True
         return True
+
+
+def install_signal_reaper(run_id: str, client_factory: Callable[[], Any] | None = None) -> bool:
+    """Docker sandboxes: remember the run and how to reach the engine, then install_exit_cleanup()."""
+    import docker
+
+    with _hooks_lock:
+        if _hooks.client_factory is None:
+            _hooks.client_factory = client_factory or docker.from_env
+        _hooks.run_ids.add(run_id)
+    return install_exit_cleanup()

@@ -25,8 +25,11 @@ from typing import TYPE_CHECKING, ClassVar
 from typing_extensions import Self
 
 from graph_planner.episode.results import ExecResult, TestReport
+from graph_planner.grading.guard import PYTEST_ENV_VARS
 from graph_planner.grading.targets import grading_targets
 from graph_planner.sandbox.base import HiddenPathError, PatchRejected, SandboxError
+from graph_planner.sandbox.grading_guard import GuardRunner
+from graph_planner.sandbox.history import trim_history_script
 from graph_planner.sandbox.patching import check_patch, created_files, touched_files, unsafe_path_reason
 
 if TYPE_CHECKING:
@@ -40,6 +43,7 @@ R2E_TESTS_DIR = "r2e_tests"
 _TREE_ID = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 _PATCH_FILE = ".git/gp_apply.patch"
 _TEST_PATCH_FILE = ".git/gp_test.patch"
+_CLEAN_LIST_FILE = ".git/gp_clean.list"
 _GENERIC_BASENAMES = {"__init__.py", "conftest.py", "setup.py", "setup.cfg", "pytest.ini", "tox.ini"}
 
 
@@ -83,6 +87,8 @@ class ShellSandbox(ABC):
         self._started = False
         self._grading = False
         self._hidden_files: set[str] = set()
+        self._baseline_ignored: set[str] = set()
+        self._guard_runner: GuardRunner | None = None
         hidden_dir_name = posixpath.basename(task.hidden_tests_dir.rstrip("/")) or R2E_TESTS_DIR
         self._hidden_dir_names = {R2E_TESTS_DIR, hidden_dir_name}
 
@@ -133,6 +139,10 @@ class ShellSandbox(ABC):
     def _init_repo_state(self) -> None:
         head = self._git("rev-parse HEAD", what="read the base commit")
         self.base_commit = head.stdout.strip()
+        self._git_script(trim_history_script(self.base_commit),
+                         what=f"remove history past base commit {self.base_commit}")
+        ignored = self._git("ls-files -z --others --ignored --exclude-standard", what="list ignored files")
+        self._baseline_ignored = {p for p in ignored.stdout.split("\x00") if p}
         if self.task.test_patch:
             new = created_files(self.task.test_patch)
             if new:
@@ -144,6 +154,13 @@ class ShellSandbox(ABC):
     def _require_started(self) -> None:
         if not self._started:
             raise SandboxError(f"{self.backend} sandbox for task {self.task.task_id}: call start() first")
+
+    def _git_script(self, script: str, what: str) -> ExecResult:
+        res = self._exec_raw(script, self.settings.exec_timeout, None)
+        if not res.ok:
+            raise SandboxError(f"{self.backend} sandbox {self.where}: could not {what}: exited {res.rc}"
+                               f"{' (timed out)' if res.timed_out else ''}: {res.output.strip()[-800:]}")
+        return res
 
     def _git(self, args: str, what: str, timeout: float | None = None) -> ExecResult:
         """Run a git command in the repo; failure raises SandboxError naming the command and the place."""
@@ -209,6 +226,9 @@ class ShellSandbox(ABC):
     def read_file(self, path: str) -> str:
         self._require_started()
         rel = self._guard_path(path, "read")
+        if rel.startswith("/"):
+            raise SandboxError(f"{self.backend} sandbox: read {path!r} refused: only files of the repository "
+                               f"({self.task.workdir}) can be read")
         self.op_count += 1
         try:
             data = self._get_bytes(rel)
@@ -293,6 +313,20 @@ class ShellSandbox(ABC):
         if not _TREE_ID.match(snapshot_id):
             raise SandboxError(f"restore: {snapshot_id!r} is not a snapshot id returned by snapshot()")
         self._git(f"read-tree --reset -u {snapshot_id} && git clean -fdq", what=f"restore snapshot {snapshot_id}")
+        self._clean_ignored()
+
+    def _clean_ignored(self) -> None:
+        """`git clean -x`, except the ignored files the sandbox started with (an image's build products:
+        compiled extensions, egg-info): a file hidden in `__pycache__/` or `build/` by code that ran during a
+        test run does not survive into the agent's tree."""
+        listing = self._git("ls-files -z --others --ignored --exclude-standard", what="list ignored files")
+        extra = sorted(p for p in listing.stdout.split("\x00") if p and p not in self._baseline_ignored)
+        if not extra:
+            return
+        removal = "\x00".join(extra).encode("utf-8", "surrogateescape")
+        self._put_bytes(_CLEAN_LIST_FILE, removal)
+        self._git_script(f"xargs -0 -r rm -rf -- < {_CLEAN_LIST_FILE}; rm -f {_CLEAN_LIST_FILE}",
+                         what="remove ignored files created since the start")
 
     # ------------------------------------------------------------------ grading
     def run_tests(self, selectors: list[str] | None = None) -> TestReport:
@@ -308,14 +342,21 @@ class ShellSandbox(ABC):
         start = time.monotonic()
         self._grading = True
         try:
+            if self._guard_runner is None:
+                self._guard_runner = GuardRunner(self)
+            guard_notes = self._guard_runner.run()
             error = self._install_hidden_tests()
             if error:
-                return TestReport(resolved=False, mode=mode, error=error, seconds=time.monotonic() - start)
+                return TestReport(resolved=False, mode=mode, error=error, seconds=time.monotonic() - start,
+                                  guard=guard_notes)
             targets = list(selectors) if selectors else self.grading_targets()
-            cmd = " ".join(["export PYTHONDONTWRITEBYTECODE=1;", self.task.test_cmd,
-                            *(shlex.quote(t) for t in targets)])
+            unset = [v for v in PYTEST_ENV_VARS if v not in self.task.env]
+            cmd = " ".join(["export PYTHONDONTWRITEBYTECODE=1;", *([f"unset {' '.join(unset)};"] if unset else []),
+                            self.task.test_cmd, *(shlex.quote(t) for t in targets)])
             res = self._exec_raw(cmd, self.settings.test_timeout, None)
-            return grade_test_run(self.task, res, mode, time.monotonic() - start, self.settings.test_timeout)
+            report = grade_test_run(self.task, res, mode, time.monotonic() - start, self.settings.test_timeout)
+            report.guard = guard_notes
+            return report
         finally:
             try:
                 self._exec_raw(f"rm -rf {' '.join(sorted(self._hidden_dir_names))} .pytest_cache",
