@@ -12,10 +12,10 @@ from typing import Any, Literal
 
 from graph_planner.config.schema import EnvConfig
 from graph_planner.data.record import TaskRecord
+from graph_planner.env.test_view import agent_error, hidden_dirs, hidden_test_files, is_visible_test
 from graph_planner.episode.patch import PatchFormatError, PatchProposal, RepairRequest, diff_stats, edits_to_diff
 from graph_planner.episode.results import TestReport
 from graph_planner.grading.r2e_grade import expected_output_diff
-from graph_planner.env.test_view import agent_error, hidden_dirs, hidden_test_files, is_visible_test
 from graph_planner.models.synthesizers import PatchSynthesizer
 from graph_planner.sandbox.base import PatchRejected, Sandbox, SandboxError
 from graph_planner.sandbox.patching import check_patch, touched_files

@@ -39,6 +39,8 @@ MAX_INLINE_SCRIPT = 100_000
 _FRAME_HEADER = struct.Struct(">BxxxL")
 _STDOUT, _STDERR = 1, 2
 _NAME_UNSAFE = re.compile(r"[^a-zA-Z0-9_.-]+")
+#: Made when the container starts: what a test run leaves in /tmp after it is removed (_clean_scratch).
+_START_MARK = "/tmp/.gp-start"
 
 # The session's helpers. Requests are a header line plus exactly N raw bytes (no quoting needed). Every reply
 # ends with "\n<token> <rc>\n" on stdout and on stderr, so both streams are known to be complete. A command's
@@ -236,6 +238,7 @@ class DockerSandbox(ShellSandbox):
                                f"{task.task_id}: {exc}") from None
         try:
             self._open_session()
+            self._exec_raw(f"touch {_START_MARK}", self.settings.exec_timeout, None)
             self._check_workdir()
         except BaseException:
             self._close_backend()
@@ -255,6 +258,11 @@ class DockerSandbox(ShellSandbox):
                 f"image {image} of task {self.task.task_id} is not present and could not be pulled ({exc}); "
                 "build sample/custom images with `gp images build DATASET` or prepull with `gp images prepull`"
             ) from None
+
+    def _clean_scratch(self) -> None:
+        """Files a test run created in the container's /tmp (the session's own buffer excepted)."""
+        self._exec_raw(f"find /tmp /var/tmp -mindepth 1 -newer {_START_MARK} ! -name '.gp-*' -delete 2>/dev/null; true",
+                       self.settings.exec_timeout, None)
 
     def _check_workdir(self) -> None:
         res = self._exec_raw("git rev-parse HEAD", self.settings.exec_timeout, None)

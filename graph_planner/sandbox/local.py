@@ -89,6 +89,12 @@ class LocalSandbox(ShellSandbox):
             self._close_backend()
             raise
 
+    def _clean_scratch(self) -> None:
+        if self._root is not None:  # $TMPDIR and $HOME of task commands (under bwrap /tmp is per command anyway)
+            for scratch in (self._root / "tmp", self._root / "home"):
+                shutil.rmtree(scratch, ignore_errors=True)
+                scratch.mkdir(exist_ok=True)
+
     def _close_backend(self) -> None:
         if self._root is not None:
             shutil.rmtree(self._root, ignore_errors=True)

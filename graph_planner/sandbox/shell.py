@@ -361,9 +361,14 @@ class ShellSandbox(ABC):
             try:
                 self._exec_raw(f"rm -rf {' '.join(sorted(self._hidden_dir_names))} .pytest_cache",
                                self.settings.exec_timeout, None)
+                self._clean_scratch()
                 self.restore(snap)
             finally:
                 self._grading = False
+
+    def _clean_scratch(self) -> None:
+        """Remove what a test run left in the sandbox's scratch space (temp dirs), where a copy of a hidden test
+        would otherwise outlive the run; backends override (default: nothing outside the repo to clean)."""
 
     def grading_targets(self) -> list[str]:
         """test_files plus the file of every graded pytest id they miss (graph_planner.grading.targets)."""

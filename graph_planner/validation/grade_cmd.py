@@ -36,8 +36,8 @@ def grade_cmd(
 ) -> None:
     """Grade a predictions file; exit 0 when every instance was graded, 3 when some errored, 2 on bad input."""
     from graph_planner.data.io import TaskFileError, atomic_write_text, read_task_records, resolve_split_file
-    from graph_planner.validation.grade import PredictionsError, grade_predictions, grade_summary, read_predictions
     from graph_planner.sandbox.factory import BACKENDS
+    from graph_planner.validation.grade import PredictionsError, grade_predictions, grade_summary, read_predictions
 
     if sandbox is not None and sandbox not in BACKENDS:
         console.print(f"[red]error[/red]: --sandbox {sandbox!r}: choose one of {', '.join(BACKENDS)}")
