@@ -9,6 +9,7 @@ import logging
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 import time
 from collections import defaultdict
@@ -17,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from graph_planner.data.gitrepo import GitError, head_commit, init_deterministic_repo, run_git
+from graph_planner.data.gitrepo import GitError, deterministic_git_env, head_commit, init_deterministic_repo, run_git
+from graph_planner.sandbox.history import trim_history_script
 
 if TYPE_CHECKING:
     import docker
@@ -195,7 +197,13 @@ def _source_at_commit(source: Path, commit: str | None, dest: Path) -> str:
     run_git(source.parent, "clone", "--quiet", "--no-hardlinks", str(source), str(dest))
     if commit:
         run_git(dest, "-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", commit)
-    return head_commit(dest)
+    head = head_commit(dest)
+    # the image keeps no commit, tag or object past the task's base (the fix must not be in a layer)
+    trimmed = subprocess.run(["bash", "-c", trim_history_script(head)], cwd=dest, capture_output=True, text=True,
+                             env=deterministic_git_env(), check=False)
+    if trimmed.returncode != 0:
+        raise ImageBuildError(f"could not remove history past {head} in the image source: {trimmed.stderr[-600:]}")
+    return head
 
 
 def _checkout_repo(spec: BuildSpec, base_dir: Path, dest: Path) -> str:

@@ -91,14 +91,15 @@ def read_predictions(path: str | Path) -> tuple[dict[str, dict[str, Any]], list[
     except UnicodeDecodeError as exc:
         raise PredictionsError(f"{file}: not UTF-8 (byte {exc.start}); predictions must be UTF-8 JSON") from None
     rows: list[tuple[str, Any]] = []
-    stripped = text.lstrip()
-    if stripped.startswith(("[", "{")) and not _looks_like_jsonl(text):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise PredictionsError(f"{file}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-        items = data if isinstance(data, list) else list(data.values()) if isinstance(data, dict) else []
-        rows = [(f"item {i + 1}", item) for i, item in enumerate(items)]
+    try:
+        whole: Any = json.loads(text)
+    except json.JSONDecodeError:
+        whole = None  # JSONL (or broken JSON: reported per line below)
+    if isinstance(whole, list):
+        rows = [(f"item {i + 1}", item) for i, item in enumerate(whole)]
+    elif isinstance(whole, dict) and whole and all(isinstance(v, dict) for v in whole.values()):
+        # {instance_id: row}: the harness accepts this form too
+        rows = [(f"key {key!r}", item) for key, item in whole.items()]
     else:
         for number, line in enumerate(text.splitlines(), start=1):
             if line.strip():
@@ -120,11 +121,6 @@ def read_predictions(path: str | Path) -> tuple[dict[str, dict[str, Any]], list[
         else:
             predictions[row["instance_id"]] = row
     return predictions, problems
-
-
-def _looks_like_jsonl(text: str) -> bool:
-    lines = [line for line in text.splitlines() if line.strip()]
-    return len(lines) > 1 and all(line.lstrip().startswith("{") and line.rstrip().endswith("}") for line in lines)
 
 
 def grade_predictions(tasks: list[TaskRecord], predictions: dict[str, dict[str, Any]], config: RunConfig,

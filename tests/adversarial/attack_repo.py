@@ -57,6 +57,8 @@ def diff_of(repo: Path, changes: dict[str, str | None]) -> str:
 class AttackRepo:
     """repos/calc under ``root`` at the base commit, plus the patches the tests need."""
 
+    image: str | None = None  # set by the docker tests once the image is built
+
     def __init__(self, root: Path) -> None:
         self.root = root
         self.repo = root / "repos" / "calc"

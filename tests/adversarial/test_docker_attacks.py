@@ -1,0 +1,104 @@
+"""The attacks of test_local_attacks.py on the DOCKER backend (real engine, the attack repo built into an image):
+steering the grade, links out of the repository, hidden tests smuggled past a test run, future history in the
+image, and the host's secrets."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from attack_repo import FORCE_PASS_HOOK, HIDDEN_MARK, STEERING_ATTACKS, AttackRepo
+from docker_fixtures import base_image, docker_client, docker_config  # noqa: F401 - pytest fixtures
+
+from graph_planner.sandbox.base import SandboxError
+from graph_planner.sandbox.docker import DockerSandbox
+from graph_planner.validation.grade import grade_patch
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(scope="module")
+def attack(docker_client, base_image, tmp_path_factory) -> AttackRepo:  # noqa: F811
+    from graph_planner.sandbox.images import build_sample_images
+
+    repo = AttackRepo(tmp_path_factory.mktemp("attack-docker"))
+    repo.image = f"gp-test/attack-calc:{repo.base[:12]}"
+    [result] = build_sample_images([_task(repo)], repo.root, client=docker_client)
+    assert result.status in ("built", "cached"), result.reason
+    return repo
+
+
+def _task(repo: AttackRepo):
+    return repo.task(image=getattr(repo, "image", None), test_cmd="python3 -m pytest -rA")
+
+
+def _sandbox(repo: AttackRepo) -> DockerSandbox:
+    return DockerSandbox(_task(repo), docker_config(), repo.root, f"adv-{uuid.uuid4().hex[:6]}")
+
+
+@pytest.mark.parametrize("name", ["new root conftest.py", "new nested tests/conftest.py",
+                                  "pyproject.toml addopts -p plugin", "pytest.ini addopts -p plugin"])
+def test_steering_attacks_fail_on_docker(attack, name):
+    changes, _ = STEERING_ATTACKS[name]
+    grade = grade_patch(_task(attack), attack.patch(changes), docker_config(), attack.root, backend="docker")
+    assert grade.status == "unresolved" and grade.guard, grade
+    assert "tests/test_add.py::test_add" in grade.fail_to_pass["failure"]
+
+
+def test_gold_resolves_and_gold_plus_force_pass_is_graded_on_the_fix(attack):
+    task = _task(attack)
+    assert grade_patch(task, attack.gold, docker_config(), attack.root, backend="docker").status == "resolved"
+    mixed = grade_patch(task, attack.patch({"conftest.py": FORCE_PASS_HOOK}, with_gold=True), docker_config(),
+                        attack.root, backend="docker")
+    assert mixed.status == "resolved" and mixed.guard
+
+
+def test_docker_reads_never_follow_links_out_of_the_repository(attack):
+    with _sandbox(attack) as sb:
+        sb.exec("ln -s /etc/passwd pw && ln -s / rootdir && ln -s calc/ops.py inside.py")
+        for path in ("pw", "rootdir/etc/passwd", "/etc/passwd", "/tmp/.gp-start"):
+            with pytest.raises(SandboxError):
+                sb.read_file(path)
+        assert "def add" in sb.read_file("inside.py")
+        with pytest.raises(SandboxError):
+            sb.write_file("pw", "root::0:0::/:/bin/sh\n")  # writes do not go through links either
+        assert "root::0:0" not in sb.exec("cat /etc/passwd").stdout
+
+
+def test_docker_hidden_tests_copied_during_a_test_run_do_not_survive_it(attack):
+    smuggle = ("import pathlib, shutil\n"
+               "src = pathlib.Path('tests/test_add.py')\n"
+               "if src.exists():\n"
+               "    for dest in ('calc/__pycache__/leak.txt', 'build/leak.txt', '/tmp/leak.txt'):\n"
+               "        pathlib.Path(dest).parent.mkdir(parents=True, exist_ok=True)\n"
+               "        shutil.copy(src, dest)\n")
+    with _sandbox(attack) as sb:
+        sb.apply_patch(attack.patch({"calc/__init__.py": "from calc.ops import add, sub\n" + smuggle}))
+        assert sb.run_tests().statuses
+        for path in ("calc/__pycache__/leak.txt", "build/leak.txt", "tests/test_add.py"):
+            with pytest.raises(SandboxError):
+                sb.read_file(path)
+        assert HIDDEN_MARK not in sb.exec("cat /tmp/leak.txt calc/__pycache__/* build/* 2>/dev/null; true").stdout
+
+
+def test_docker_container_holds_no_history_past_the_base_commit(attack):
+    with _sandbox(attack) as sb:
+        log = sb.exec("git log --all --format=%H; git tag; git stash list; git for-each-ref; git remote")
+        assert log.ok and set(log.stdout.split()) == {attack.base}, log.stdout
+        for obj in (attack.future, attack.future_blob):
+            assert not sb.exec(f"git cat-file -e {obj}").ok
+
+
+def test_docker_commands_never_see_the_hosts_secrets(attack, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_planted_docker_secret")
+    monkeypatch.setenv("WANDB_API_KEY", "planted-docker-wandb")
+    with _sandbox(attack) as sb:
+        env = sb.exec("env").stdout
+        network = sb.exec("python3 -c \"import socket; socket.create_connection(('1.1.1.1', 80), timeout=2)\"")
+    assert "planted" not in env and not network.ok
+
+
+def test_the_image_itself_keeps_no_future_history(attack, docker_client):  # noqa: F811
+    out = docker_client.containers.run(attack.image, ["sh", "-c", "cd /testbed && git log --all --format=%H"],
+                                       remove=True).decode()
+    assert out.split() == [attack.base]
