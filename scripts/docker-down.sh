@@ -30,4 +30,4 @@ stop_pid_file() {
 
 stop_pid_file registry
 stop_pid_file dockerd
-rm -f "$STATE/env.sh" "$STATE/registry.port"
+rm -f "$STATE/env.sh"  # registry.port stays: the next docker-up.sh reuses the port (image names embed it)

@@ -110,8 +110,18 @@ start_registry() {
     log "registry already running on 127.0.0.1:$(cat "$STATE/registry.port")"
     return 0
   fi
-  local port
-  port="$(free_port)"
+  local port=""
+  # keep the port of an earlier start (manifests and pushed image names embed 127.0.0.1:PORT); a new one only
+  # when there was none or it is taken by something else now
+  if [[ -f "$STATE/registry.port" ]]; then
+    port="$(cat "$STATE/registry.port")"
+    if ! python3 -c 'import socket, sys; s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1])))' "$port" \
+        2>/dev/null; then
+      log "registry port $port (from $STATE/registry.port) is taken by another process: choosing a new one"
+      port=""
+    fi
+  fi
+  [[ -n "$port" ]] || port="$(free_port)"
   mkdir -p "$STATE/registry"
   cat >"$STATE/registry.yml" <<EOF
 version: 0.1

@@ -13,6 +13,12 @@ from graph_planner.config.cli_options import (
     config_options,
 )
 
+#: Exit codes of `gp eval` (docs/evaluation.md): 0 every task ran (resolved or not), 2 bad input,
+#: 3 some task errored (sandbox_error / agent_error rows: the report holds them; resume retries them),
+#: 4 another run holds the run directory.
+EXIT_TASK_ERRORS = 3
+EXIT_RUN_LOCKED = 4
+
 
 @config_options("config_file", "yaml_only", "set_items", "print_config", "wandb_offline", "dataset", "agent", "model_path", "cgm_model_path", "docker_manifest", "disable_cgm_synthesis", "run_name", "output_dir", "sandbox", "prepull_containers", "prepull_max_workers", "prepull_retries", "prepull_delay", "prepull_timeout", "val_dataset")
 def eval_cmd(
@@ -37,12 +43,17 @@ def eval_cmd(
         "limit": "eval.limit", "executor": "eval.executor", "baselines": "eval.baselines",
         "swebench_harness": "eval.use_swebench_harness"})
     console = Console(stderr=True)
+    from graph_planner.eval.run_lock import RunLockedError
+
     try:
         prepull_for_run(config.images, [config.paths.dataset_eval, config.paths.dataset_val])
         outcome = evaluate_dataset(config, console=console)
     except (FileNotFoundError, ValueError, ConnectionError, RuntimeError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
+    except RunLockedError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(EXIT_RUN_LOCKED) from None
     table = Table(title=f"eval {config.run_name}")
     for column in ("label", "tasks", "resolved", "rate", "mean steps", "errors"):
         table.add_column(column)
@@ -58,3 +69,10 @@ def eval_cmd(
         console.print(f"official swebench harness did not run: {harness['note']}")
     console.print(f"report: {outcome.report_path}")
     typer.echo(str(outcome.report_path))
+    errored = [r for r in outcome.results if r.label == "policy" and r.status == "error"]
+    if errored:
+        causes = sorted({f"{r.category}: {(r.error or '')[:160]}" for r in errored})
+        console.print(f"[red]{len(errored)} task(s) errored[/red] (they are retried when this run is resumed):")
+        for cause in causes[:10]:
+            console.print(f"  {cause}")
+        raise typer.Exit(EXIT_TASK_ERRORS)

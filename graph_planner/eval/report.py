@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from graph_planner.data.io import atomic_write_text
 from graph_planner.eval.results import TaskResult
 from graph_planner.telemetry import plots
 from graph_planner.telemetry.plots import save_figure
@@ -87,6 +88,6 @@ def write_report(run_dir: Path, results: list[TaskResult], total_tasks: int, run
     _plot_all(summary, results, run_dir, run_name)
     summary["files"] = {name: name for name in ("predictions.jsonl", "results.jsonl", "report.md",
                                                 "resolved_rate.png", "outcomes.png", "steps_hist.png")}
-    (run_dir / "report.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
-    (run_dir / "report.md").write_text(render_markdown(summary, results, run_name), encoding="utf-8")
+    atomic_write_text(run_dir / "report.json", json.dumps(summary, indent=2))
+    atomic_write_text(run_dir / "report.md", render_markdown(summary, results, run_name))
     return summary

@@ -21,6 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from graph_planner.data.record import TaskRecord
 from graph_planner.eval.report import write_report
 from graph_planner.eval.results import ResultsStore, TaskResult, write_predictions
+from graph_planner.eval.run_lock import run_lock
 
 log = logging.getLogger(__name__)
 EpisodeFn = Callable[[TaskRecord], TaskResult]
@@ -45,12 +46,26 @@ def safe_episode(episode_fn: EpisodeFn, task: TaskRecord) -> TaskResult:
     try:
         return episode_fn(task)
     except Exception as exc:
-        from graph_planner.sandbox.base import SandboxError
-
-        category = "sandbox_error" if isinstance(exc, SandboxError) else "agent_error"
+        category = "sandbox_error" if is_sandbox_failure(exc) else "agent_error"
         log.exception("task %s failed", task.task_id)
         return TaskResult(instance_id=task.task_id, status="error", category=category,
                           error=f"{type(exc).__name__}: {exc}", seconds=time.monotonic() - start)
+
+
+def is_sandbox_failure(exc: BaseException) -> bool:
+    """The sandbox or its engine failed (not the agent): SandboxError, or a Docker / HTTP-to-engine error that
+    escaped a backend (dockerd gone mid-run shows up as requests.ConnectionError)."""
+    from graph_planner.sandbox.base import SandboxError
+
+    kinds: tuple[type[BaseException], ...] = (SandboxError, ConnectionError)
+    try:
+        import docker.errors
+        import requests
+
+        kinds += (docker.errors.DockerException, requests.RequestException)
+    except ImportError:  # pragma: no cover - docker is a core dependency
+        pass
+    return isinstance(exc, kinds)
 
 
 def iter_local(tasks: list[TaskRecord], episode_fn: EpisodeFn, concurrency: int) -> Iterator[TaskResult]:
@@ -91,6 +106,16 @@ def run_evaluation(
     """
     console = console or Console(stderr=True)
     run_dir.mkdir(parents=True, exist_ok=True)
+    with run_lock(run_dir):
+        return _run_locked(tasks, run_dir, results_iter, model_name, run_name, baselines, harness, console,
+                           on_result)
+
+
+def _run_locked(tasks: list[TaskRecord], run_dir: Path,
+                results_iter: Callable[[list[TaskRecord]], Iterable[TaskResult]], model_name: str, run_name: str,
+                baselines: Callable[[list[TaskRecord]], Iterable[TaskResult]] | None,
+                harness: Callable[[Path], dict[str, Any] | None] | None, console: Console,
+                on_result: Callable[[TaskResult, int, int], None] | None) -> EvalOutcome:
     store = ResultsStore(run_dir / "results.jsonl")
     finished = store.finished_ids()
     todo = [t for t in tasks if t.task_id not in finished]

@@ -43,11 +43,24 @@ def reap_cmd(
         "--run-id).")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be removed.")] = False,
 ) -> None:
-    """Remove graph-planner containers of runs that are gone (their owner pid on this host is dead)."""
+    """Remove graph-planner containers and local temp repo copies of runs that are gone (owner pid dead)."""
+    from graph_planner.sandbox.local_copies import reap_local_copies
     from graph_planner.sandbox.reaper import reap
 
-    result = reap(_client(), run_id=run_id, dead_owners=all_dead or run_id is None, dry_run=dry_run)
     verb = "would remove" if dry_run else "removed"
+    copies = reap_local_copies(run_id=run_id, dry_run=dry_run)
+    console.print(f"{verb} {len(copies.removed)} local sandbox copy(ies); kept {copies.kept} of live runs")
+    for path in copies.removed:
+        console.print(f"  {path}")
+    from graph_planner.sandbox.base import SandboxError
+    from graph_planner.sandbox.docker import docker_client
+
+    try:
+        client = docker_client()
+    except SandboxError as exc:
+        console.print(f"containers not checked: {exc}")
+        return
+    result = reap(client, run_id=run_id, dead_owners=all_dead or run_id is None, dry_run=dry_run)
     console.print(f"{verb} {len(result.removed)} container(s); kept {result.kept} of live runs")
     for name in result.removed:
         console.print(f"  {name}")

@@ -310,7 +310,8 @@ class DockerSandbox(ShellSandbox):
             client.containers.get(name).remove(force=True)
         except docker.errors.NotFound:
             pass
-        except docker.errors.DockerException as exc:
+        except (docker.errors.DockerException, requests.RequestException) as exc:
+            # the engine may be gone (requests.ConnectionError): say so; the episode's own error names the cause
             log.warning("could not remove container %s: %s (`gp sandbox reap` will)", name, exc)
 
     # ------------------------------------------------------------------ primitives
