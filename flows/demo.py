@@ -28,6 +28,12 @@ def main(argv: list[str] | None = None) -> int:
 
     from flows.pipeline import pipeline
     from flows.run_stats import step_counts
+    from tasks.config import overrides_to_dict
+
+    try:
+        overrides_to_dict(args.overrides)  # refuse secrets before Prefect stores them as flow parameters
+    except ValueError as exc:
+        parser.error(str(exc))
 
     state = pipeline(config_path=args.config, overrides=args.overrides, return_state=True)
     counts = step_counts(state.state_details.flow_run_id)

@@ -13,8 +13,9 @@ from prefect import task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
-from graph_planner.config.loader import load_run_config, parse_set_override
+from graph_planner.config.loader import SECRET_PATHS, load_run_config, parse_set_override
 from graph_planner.config.schema import RunConfig
+from graph_planner.telemetry.redact import is_secret_key
 from tasks.artifacts import run_scope
 
 
@@ -22,6 +23,13 @@ def overrides_to_dict(overrides: list[str], extra: dict[str, Any] | None = None)
     """``["a.b=1", ...]`` plus typed flow extras (None = not given) as dotted overrides; extras win."""
     merged = dict(parse_set_override(item) for item in overrides)
     merged.update({key: value for key, value in (extra or {}).items() if value is not None})
+    secret = sorted(key for key in merged if key in SECRET_PATHS or is_secret_key(key.rsplit(".", 1)[-1]))
+    if secret:
+        # Prefect keeps flow parameters in its database in plain text (UI, API, run history)
+        raise ValueError(f"{', '.join(secret)}: secrets may not be flow parameters (Prefect stores parameters in "
+                         "plain text); set WANDB_API_KEY / HF_TOKEN / the *_api_key_env variables in the worker's "
+                         "environment instead (for deployments: a Prefect Secret block exported as that variable "
+                         "by the work pool's job template)")
     return merged
 
 

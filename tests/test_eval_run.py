@@ -45,6 +45,10 @@ def test_eval_writes_predictions_results_report_and_plots(tmp_path, prepared):
     assert len(rows) == 2 and all(r.resolved and r.category == "resolved" for r in rows)
     assert all(r.tests.get("FAIL_TO_PASS", {}).get("failure") == [] for r in rows)
     assert all(r.info["diagnostic"] == "gold" for r in rows)  # the gold synthesiser is labelled as a diagnostic
+    # ... and so is every output of the run: a diagnostic run never passes for a model's results
+    assert all(p["model_name_or_path"].startswith("DIAGNOSTIC-gold-synthesiser__") for p in preds)
+    assert (run_dir / "report.md").read_text().startswith("# Evaluation report: ev-gold — DIAGNOSTIC (gold)")
+    assert json.loads((run_dir / "report.json").read_text())["diagnostic"] == "gold"
     report = json.loads((run_dir / "report.json").read_text())
     assert report["resolved"] == 2 and report["labels"]["baseline:empty"]["resolved"] == 0
     assert report["labels"]["baseline:gold"]["resolved"] == 2
@@ -56,8 +60,9 @@ def test_eval_writes_predictions_results_report_and_plots(tmp_path, prepared):
 def test_eval_without_synthesiser_resolves_nothing(tmp_path, prepared):
     cfg = rule_config(tmp_path, "none", limit=2)
     outcome = evaluate_dataset(cfg, prepared)
-    assert outcome.summary["resolved"] == 0
+    assert outcome.summary["resolved"] == 0 and outcome.summary["diagnostic"] is None
     assert {r.category for r in outcome.results} <= {"no_patch", "unresolved", "timeout"}
+    assert "DIAGNOSTIC" not in (outcome.run_dir / "predictions.jsonl").read_text()
     assert all(r.model_patch == "" for r in outcome.results)
 
 

@@ -11,6 +11,7 @@ still load (:mod:`graph_planner.config.aliases`).
 
 from __future__ import annotations
 
+import re
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
@@ -251,7 +252,8 @@ class ImagesConfig(Section):
 class SandboxConfig(Section):
     affects = TRAIN_EVAL
     cpus: float = Field(1.0, gt=0, description="Docker CPU limit per container.")
-    memory: str = Field("2g", description="Docker memory limit per container.")
+    memory: str = Field("2g", description="Docker memory limit per container: a Docker size (bytes or "
+                        "<n>b/k/m/g, e.g. 512m, 2g), at least 6m (Docker's minimum).")
     pids_limit: int = Field(512, ge=16, description="Docker pids limit per container.")
     network: bool = Field(False, description="Allow network inside the sandbox.")
     exec_timeout: float = Field(120.0, gt=0, description="Default seconds per command.")
@@ -263,6 +265,22 @@ class SandboxConfig(Section):
         "auto", description="local backend wrapper: bwrap (read-only system, writable copy only, no network; an "
         "error when unusable), netns (network cut only), none, or auto = the strongest that works (docs/security.md)."
     )
+
+    @field_validator("memory")
+    @classmethod
+    def _docker_size(cls, value: str) -> str:
+        match = _DOCKER_SIZE.fullmatch(value.strip())
+        if not match:
+            raise ValueError(f"{value!r} is not a Docker size: use bytes or a number with b, k, m or g "
+                             "(e.g. 512m, 2g)")
+        number, unit = float(match.group(1)), (match.group(2) or "b").lower()[0]
+        if number * _SIZE_UNITS[unit] < 6 * 1024 * 1024:
+            raise ValueError(f"{value!r} is below Docker's minimum memory limit of 6m")
+        return value.strip()
+
+
+_DOCKER_SIZE = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*([bkmgBKMG][bB]?)?")
+_SIZE_UNITS = {"b": 1, "k": 1024, "m": 1024 ** 2, "g": 1024 ** 3}
 
 
 class ParallelConfig(Section):

@@ -95,7 +95,7 @@ def prepare_cmd(
     ] = None,
     custom: Annotated[str | None, typer.Option("--custom", help="Custom task file (JSON/JSONL/YAML).")] = None,
     repos_dir: Annotated[str | None, typer.Option(help="Local repo trees, <dir>/<repo short name>.")] = None,
-    hf_token: Annotated[str | None, typer.Option(help="HF token (default: HF_TOKEN; never written).")] = None,
+    hf_token: Annotated[str | None, typer.Option(help="HF token (default: HF_TOKEN, preferred: a flag shows in `ps` and shell history; never written to disk).")] = None,
     max_steps: Annotated[int | None, typer.Option(help="max_steps written into each task.")] = None,
     r2e_output: Annotated[str | None, typer.Option(
         "--r2e-output", help="Seed 000 spelling: the R2E source dir, <out>/r2e_gym (sets --out to its parent).")]

@@ -30,10 +30,11 @@ from graph_planner.data.io import (
     write_jsonl,
 )
 from graph_planner.data.manifest import MANIFEST_NAME, collect_images, merge_manifests, write_manifest
-from graph_planner.data.record import TaskRecord
+from graph_planner.data.record import LOCAL_IMAGE_NAMESPACE, TaskRecord, swebench_image_name
 from graph_planner.data.sources import custom, r2e_gym, swebench
 from graph_planner.data.sources.base import RejectedRow, RowRejected, repo_short_name
 from graph_planner.data.sources.hf_loader import DataSourceError, hf_token, iter_rows, load_rows
+from graph_planner.data.sources.screen import REJECTED_KEY
 
 #: progress(stage, rows done, rows total): lets the CLI draw a bar without this module knowing about rich.
 ProgressCallback = Callable[[str, int, int], None]
@@ -190,6 +191,12 @@ def _prepare_custom(data: DataConfig, progress: ProgressCallback | None) -> _Sou
 def _normalise_into(result: _SourceResult, source: str, split: str, index: int,
                     normalise: Callable[..., TaskRecord], *args: Any) -> None:
     """Add the normalised record, or a rejected entry carrying the adapter's column-named reason."""
+    row = args[0] if args else None
+    if isinstance(row, dict) and REJECTED_KEY in row:
+        reason = row.pop(REJECTED_KEY)
+        if reason:  # a line the screen refused (not UTF-8, not JSON, a value of another type)
+            result.rejected.append(RejectedRow(source, split, index, None, str(reason)))
+            return
     try:
         result.add(normalise(*args), index)
     except RowRejected as exc:
@@ -233,6 +240,9 @@ class _RepoCopies:
                 update["repo_path"] = local
         if record.build is not None and Path(record.build.repo).is_absolute():
             update["build"] = record.build.model_copy(update={"repo": self.for_path(record.build.repo)})
+        if "repo_path" in update and record.image == swebench_image_name(record.task_id):
+            # built here from the local tree by `gp images build`: never under the official image's name
+            update["image"] = swebench_image_name(record.task_id, namespace=LOCAL_IMAGE_NAMESPACE)
         return record.model_copy(update=update) if update else record
 
     def copy_all(self) -> list[str]:

@@ -28,6 +28,11 @@ class BuildSpec(BaseModel):
     workdir: str = Field("/testbed", description="Where the repository lives in the image.")
 
 
+#: Longest problem statement accepted (characters). SWE-bench Verified's longest is ~30k; a multi-megabyte
+#: "issue" is a broken row (or an attempt to flood the agent's context), rejected by row with this reason.
+MAX_PROBLEM_STATEMENT_CHARS = 200_000
+
+
 class TaskRecord(BaseModel):
     """One repair task. Agent-visible fields first; grading fields are hidden from the agent."""
 
@@ -40,7 +45,8 @@ class TaskRecord(BaseModel):
     repo: str = Field(min_length=1, description="owner/name (SWE-bench) or short name (R2E).")
     base_commit: str | None = None
     # what the agent may see
-    problem_statement: str = Field(min_length=1)
+    problem_statement: str = Field(min_length=1, max_length=MAX_PROBLEM_STATEMENT_CHARS,
+                                   description="Issue text; at most MAX_PROBLEM_STATEMENT_CHARS characters.")
     title: str = ""
     max_steps: int = Field(30, ge=1)
     # environment
@@ -113,6 +119,11 @@ class TaskRecord(BaseModel):
             return None
         path = Path(self.repo_path)
         return path if path.is_absolute() else (Path(dataset_dir) / path).resolve()
+
+
+#: Namespace of SWE-bench-shaped images built locally from a task's own tree (`gp images build`): the official
+#: `swebench/` name is kept for images pulled from the official registry, so no report can pass one for the other.
+LOCAL_IMAGE_NAMESPACE = "graph-planner-local"
 
 
 def swebench_image_name(instance_id: str, arch: str = "x86_64", namespace: str = "swebench") -> str:

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from graph_planner.data.record import TaskRecord
+from graph_planner.data.record import LOCAL_IMAGE_NAMESPACE, TaskRecord, swebench_image_name
 
 _REPO_ROOT = Path(__file__).resolve().parents[2]
 SAMPLE_DIR = _REPO_ROOT / "datasets" / "sample"
@@ -36,7 +36,10 @@ def load_sample_tasks(shape: SampleShape = "swebench", sample_dir: str | Path = 
             continue
         record = normalise(json.loads(line), split, max_steps)
         repo_dir = (root / "repos" / repo_short_name(record.repo)).resolve()
-        tasks.append(record.model_copy(update={"repo_path": str(repo_dir)}))
+        update: dict[str, object] = {"repo_path": str(repo_dir)}
+        if record.image == swebench_image_name(record.task_id):  # built locally, never under the official name
+            update["image"] = swebench_image_name(record.task_id, namespace=LOCAL_IMAGE_NAMESPACE)
+        tasks.append(record.model_copy(update=update))
     return tasks
 
 

@@ -54,7 +54,8 @@ def eval_cmd(
     except RunLockedError as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(EXIT_RUN_LOCKED) from None
-    table = Table(title=f"eval {config.run_name}")
+    diagnostic = outcome.summary.get("diagnostic")
+    table = Table(title=f"eval {config.run_name}" + (f" — DIAGNOSTIC ({diagnostic})" if diagnostic else ""))
     for column in ("label", "tasks", "resolved", "rate", "mean steps", "errors"):
         table.add_column(column)
     for label, s in outcome.summary["labels"].items():
@@ -67,6 +68,8 @@ def eval_cmd(
     console.print(table)
     if harness and not harness.get("ran"):
         console.print(f"official swebench harness did not run: {harness['note']}")
+    if diagnostic:
+        console.print(f"[yellow]{outcome.summary['diagnostic_note']}[/yellow]")
     console.print(f"report: {outcome.report_path}")
     typer.echo(str(outcome.report_path))
     errored = [r for r in outcome.results if r.label == "policy" and r.status == "error"]

@@ -38,8 +38,9 @@ ERROR_TAIL_CHARS = 2000
 
 
 def applicable(task: TaskRecord) -> bool:
-    """SWE-bench-shaped tasks only: R2E rows grade by expected outputs and have no FAIL_TO_PASS/PASS_TO_PASS."""
-    return task.source == "swebench" and task.grading_mode == "swebench"
+    """Every task graded by FAIL_TO_PASS/PASS_TO_PASS (SWE-bench rows and custom tasks that list them); native R2E
+    rows grade by expected outputs, which the harness has no rule for."""
+    return task.grading_mode == "swebench" and bool(task.fail_to_pass or task.pass_to_pass)
 
 
 def _parser_key(name: str) -> str:
@@ -122,6 +123,16 @@ def images_present(client: Any, tasks: Iterable[TaskRecord]) -> list[str]:
     return missing
 
 
+def _image_origin(tasks: list[TaskRecord]) -> str:
+    """Whose images the harness ran on: official `swebench/` names only come from the official registry."""
+    official = sum(1 for t in tasks if (t.image or "").startswith("swebench/"))
+    if official == len(tasks):
+        return "official swebench images"
+    if official == 0:
+        return "locally built images (not the official swebench images)"
+    return f"{official} official and {len(tasks) - official} locally built image(s)"
+
+
 def _swebench_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -158,7 +169,8 @@ def run_swebench_harness(tasks: list[TaskRecord], predictions_path: Path, run_di
     """
     todo = [t for t in tasks if applicable(t)]
     if not todo:
-        return _skipped("not applicable: no swebench-source task (R2E rows have no FAIL_TO_PASS/PASS_TO_PASS)")
+        return _skipped("not applicable: no task lists FAIL_TO_PASS/PASS_TO_PASS (native R2E rows grade by expected "
+                        "outputs, which the harness has no rule for)")
     if client is None:
         try:
             import docker
@@ -176,7 +188,8 @@ def run_swebench_harness(tasks: list[TaskRecord], predictions_path: Path, run_di
                    if line.strip()]
     predictions = [p for p in predictions if p.get("instance_id") in wanted]
     if not predictions:
-        return _skipped(f"not applicable: {predictions_path} holds no prediction for a swebench-source task")
+        return _skipped(f"not applicable: {predictions_path} holds no prediction for a task with FAIL_TO_PASS/"
+                        "PASS_TO_PASS")
 
     harness_dir = Path(run_dir) / "harness"
     harness_dir.mkdir(parents=True, exist_ok=True)
@@ -219,5 +232,5 @@ def run_swebench_harness(tasks: list[TaskRecord], predictions_path: Path, run_di
         "errors": summary.get("error_instances", 0),
         "run_id": run_id,
         "summary": str(summary_path.relative_to(run_dir)),
-        "note": f"official swebench {_swebench_version()} harness",
+        "note": f"official swebench {_swebench_version()} harness on {_image_origin(todo)}",
     }

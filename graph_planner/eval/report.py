@@ -34,13 +34,36 @@ def summarise(results: list[TaskResult], total_tasks: int) -> dict[str, Any]:
             "errors": sum(r.status == "error" for r in rows),
         }
     policy = labels.get("policy", {"tasks": 0, "resolved": 0, "resolved_rate": 0.0})
+    diagnostic = diagnostic_of(results)
     return {
+        "diagnostic": diagnostic,
+        "diagnostic_note": DIAGNOSTIC_NOTE.format(kind=diagnostic) if diagnostic else None,
         "total_tasks": total_tasks,
         "completed_tasks": policy["tasks"],
         "resolved": policy["resolved"],
         "resolved_rate": policy["resolved_rate"],
         "labels": labels,
     }
+
+
+#: Said in the title and body of every output of a run whose patches came from a diagnostic synthesiser.
+DIAGNOSTIC_NOTE = ("Diagnostic run ({kind} synthesiser): patches derived from the task's gold patch, an upper bound "
+                   "of the environment, not a model result.")
+
+
+def diagnostic_of(results: list[TaskResult]) -> str | None:
+    """'gold', 'oracle', ... when any policy row's patches came from a diagnostic synthesiser (else None)."""
+    kinds: set[str] = set()
+    for r in results:
+        if r.label == "policy" and r.info.get("diagnostic"):
+            kinds.update(str(r.info["diagnostic"]).split(","))
+    return ",".join(sorted(kinds)) or None
+
+
+def diagnostic_model_name(model_name: str, results: list[TaskResult]) -> str:
+    """predictions.jsonl's model_name_or_path: a diagnostic run can never pass for a model's predictions."""
+    kind = diagnostic_of(results)
+    return f"DIAGNOSTIC-{kind.replace(',', '+')}-synthesiser__{model_name}" if kind else model_name
 
 
 def _plot_all(summary: dict[str, Any], results: list[TaskResult], run_dir: Path, run_name: str) -> None:
@@ -55,7 +78,9 @@ def _plot_all(summary: dict[str, Any], results: list[TaskResult], run_dir: Path,
 
 
 def render_markdown(summary: dict[str, Any], results: list[TaskResult], run_name: str) -> str:
-    lines = [f"# Evaluation report: {run_name}", "",
+    diagnostic = summary.get("diagnostic")
+    title = f"# Evaluation report: {run_name}" + (f" — DIAGNOSTIC ({diagnostic})" if diagnostic else "")
+    lines = [title, "", *([f"**{summary['diagnostic_note']}**", ""] if diagnostic else []),
              (f"Resolved **{summary['resolved']}/{summary['completed_tasks']}** "
               f"({summary['resolved_rate']:.1%}) of {summary['total_tasks']} tasks."), "",
              "| label | tasks | resolved | rate | mean steps | errors |", "|---|---|---|---|---|---|"]
@@ -85,7 +110,8 @@ def write_report(run_dir: Path, results: list[TaskResult], total_tasks: int, run
     summary = summarise(results, total_tasks)
     if harness:
         summary["harness"] = harness
-    _plot_all(summary, results, run_dir, run_name)
+    shown = f"{run_name} [DIAGNOSTIC: {summary['diagnostic']}]" if summary["diagnostic"] else run_name
+    _plot_all(summary, results, run_dir, shown)
     summary["files"] = {name: name for name in ("predictions.jsonl", "results.jsonl", "report.md",
                                                 "resolved_rate.png", "outcomes.png", "steps_hist.png")}
     atomic_write_text(run_dir / "report.json", json.dumps(summary, indent=2))

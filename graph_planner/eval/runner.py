@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from graph_planner.data.record import TaskRecord
-from graph_planner.eval.report import write_report
+from graph_planner.eval.report import diagnostic_model_name, write_report
 from graph_planner.eval.results import ResultsStore, TaskResult, write_predictions
 from graph_planner.eval.run_lock import run_lock
 
@@ -143,7 +143,7 @@ def _run_locked(tasks: list[TaskRecord], run_dir: Path,
             if (row.label, row.instance_id) not in have:
                 store.append(row)
     all_rows = [r for r in store.load() if r.instance_id in {t.task_id for t in tasks}]
-    write_predictions(run_dir / "predictions.jsonl", all_rows, model_name)
+    write_predictions(run_dir / "predictions.jsonl", all_rows, diagnostic_model_name(model_name, all_rows))
     harness_numbers = harness(run_dir / "predictions.jsonl") if harness is not None else None
     summary = write_report(run_dir, all_rows, len(tasks), run_name, harness_numbers)
     return EvalOutcome(run_dir=run_dir, summary=summary, ran=ran, skipped=skipped, results=all_rows)

@@ -49,6 +49,11 @@ class WandbTracker:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         settings = dict(init_kwargs.pop("settings", None) or {})
+        # no run metadata: it records the command line (`--set logging.wandb.api_key=...`, `--hf-token ...`) and
+        # the host; nor the program's code
+        settings.setdefault("x_disable_meta", True)
+        settings.setdefault("disable_code", True)
+        settings.setdefault("save_code", False)
         if not cfg.offline and cfg.api_key is not None:
             settings["api_key"] = cfg.api_key.get_secret_value()
         init_kwargs.setdefault("project", cfg.project)

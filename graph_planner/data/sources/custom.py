@@ -33,17 +33,27 @@ def load_custom_rows(path: str | Path) -> list[tuple[int, Any]]:
     path = Path(path)
     if not path.is_file():
         raise DataSourceError(f"custom task file not found: {path}")
-    text = path.read_text(encoding="utf-8")
+    data_bytes = path.read_bytes()
     if path.suffix == ".jsonl":
         rows: list[tuple[int, Any]] = []
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
+        for number, raw in enumerate(data_bytes.split(b"\n"), start=1):
+            if not raw.strip():
+                continue
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                rows.append((number - 1, RowRejected(f"line {number}: not UTF-8 (byte {exc.start} of the line)")))
                 continue
             try:
                 rows.append((number - 1, json.loads(line)))
             except json.JSONDecodeError as exc:
                 rows.append((number - 1, RowRejected(f"line {number}: not valid JSON ({exc.msg})")))
         return rows
+    try:
+        text = data_bytes.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data_bytes.count(b"\n", 0, exc.start) + 1
+        raise DataSourceError(f"{path}: not UTF-8 (line {line}, byte {exc.start}); save the file as UTF-8") from None
     try:
         data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:

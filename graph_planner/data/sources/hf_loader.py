@@ -110,12 +110,20 @@ def _load_files(origin: Path, files: list[Path], cache_dir: str | None) -> datas
             f"{origin}: unsupported data file type {sorted(suffixes)}; use .parquet, .jsonl or .json"
         )
     builder = BUILDERS[files[0].suffix]
-    try:
-        return datasets.load_dataset(
-            builder, data_files=[str(f) for f in files], split="train", cache_dir=cache_dir
-        )
-    except Exception as exc:
-        raise DataSourceError(f"{origin}: could not read {builder} data: {type(exc).__name__}: {exc}") from exc
+    import tempfile
+
+    from graph_planner.data.sources.screen import screen_jsonl
+
+    with tempfile.TemporaryDirectory(prefix="gp-screen-") as work:
+        if builder == "json" and files[0].suffix == ".jsonl":
+            # bad rows become named rejections instead of failing the whole file (data/sources/screen.py)
+            files = [screen_jsonl(f, Path(work) / str(i))[0] for i, f in enumerate(files)]
+        try:
+            return datasets.load_dataset(
+                builder, data_files=[str(f) for f in files], split="train", cache_dir=cache_dir
+            )
+        except Exception as exc:
+            raise DataSourceError(f"{origin}: could not read {builder} data: {type(exc).__name__}: {exc}") from exc
 
 
 def _load_saved(path: Path, split: str) -> datasets.Dataset:
