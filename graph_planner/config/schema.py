@@ -261,6 +261,10 @@ class SandboxConfig(Section):
     local_isolate_pytest_plugins: bool = Field(
         True, description="local backend: don't autoload the host venv's pytest plugins into the task's test runs."
     )
+    grade_in_fresh_sandbox: bool = Field(
+        True, description="Grade an episode's submitted diff in a fresh sandbox (not the one the agent's code ran "
+        "in), so nothing left behind during the episode can steer the verdict; costs one sandbox start per episode."
+    )
     local_isolation: Literal["auto", "bwrap", "netns", "none"] = Field(
         "auto", description="local backend wrapper: bwrap (read-only system, writable copy only, no network; an "
         "error when unusable), netns (network cut only), none, or auto = the strongest that works (docs/security.md)."

@@ -353,7 +353,13 @@ class PlannerEnv:
 
     def _submit(self, info: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None, bool]:
         try:
-            report = self.sandbox.run_tests()
+            # the verdict comes from a fresh sandbox holding only the final diff: nothing code ran during the
+            # episode left behind (files outside the repo, a daemon, planted git config) can steer it
+            grade_fresh = getattr(self.sandbox, "grade_fresh", None)
+            if self.config.sandbox.grade_in_fresh_sandbox and callable(grade_fresh):
+                report = grade_fresh(self.sandbox.diff())
+            else:
+                report = self.sandbox.run_tests()
         except SandboxError as exc:
             report = TestReport(resolved=False, mode=self.task.grading_mode, error=f"sandbox error: {exc}")
         self._log_test_run("grading", report, None)

@@ -259,6 +259,9 @@ class DockerSandbox(ShellSandbox):
                 "build sample/custom images with `gp images build DATASET` or prepull with `gp images prepull`"
             ) from None
 
+    def _fresh_sandbox(self) -> DockerSandbox:
+        return DockerSandbox(self.task, self.config, self.dataset_dir, self.run_id, client=self._client)
+
     def _clean_scratch(self) -> None:
         """Files a test run created in the container's /tmp (the session's own buffer excepted)."""
         self._exec_raw(f"find /tmp /var/tmp -mindepth 1 -newer {_START_MARK} ! -name '.gp-*' -delete 2>/dev/null; true",

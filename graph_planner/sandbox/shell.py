@@ -370,6 +370,23 @@ class ShellSandbox(ABC):
         """Remove what a test run left in the sandbox's scratch space (temp dirs), where a copy of a hidden test
         would otherwise outlive the run; backends override (default: nothing outside the repo to clean)."""
 
+    def grade_fresh(self, diff: str) -> TestReport:
+        """Grade ``diff`` in a NEW sandbox of this task (same backend and settings): the final verdict of an
+        episode, immune to anything the episode's code left in this one. A diff that does not apply is graded
+        unresolved with the reason."""
+        mode = self.task.grading_mode
+        fresh = self._fresh_sandbox()
+        with fresh:
+            if diff.strip():
+                try:
+                    fresh.apply_patch(diff)
+                except PatchRejected as exc:
+                    return TestReport(resolved=False, mode=mode, error=f"the final diff was rejected: {exc}")
+            return fresh.run_tests()
+
+    def _fresh_sandbox(self) -> ShellSandbox:
+        return type(self)(self.task, self.config, self.dataset_dir, self.run_id)
+
     def grading_targets(self) -> list[str]:
         """test_files plus the file of every graded pytest id they miss (graph_planner.grading.targets)."""
         return grading_targets(self.task)

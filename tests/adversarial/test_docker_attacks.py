@@ -102,3 +102,28 @@ def test_the_image_itself_keeps_no_future_history(attack, docker_client):  # noq
     out = docker_client.containers.run(attack.image, ["sh", "-c", "cd /testbed && git log --all --format=%H"],
                                        remove=True).decode()
     assert out.split() == [attack.base]
+
+
+PERSIST = ("import os, site\n"
+           "for d in site.getsitepackages():\n"
+           "    try:\n"
+           "        open(os.path.join(d, 'gp_forcepass.py'), 'w').write(FORCE)\n"
+           "        open(os.path.join(d, 'zz_gp.pth'), 'w').write(\"import os; os.environ['PYTEST_PLUGINS'] = "
+           "'gp_forcepass'\\n\")\n"
+           "        break\n"
+           "    except OSError:\n"
+           "        pass\n")
+
+
+def test_state_planted_outside_the_repo_cannot_steer_the_final_grade(attack):
+    """Code run by an in-episode test run plants a .pth + plugin in the container's site-packages: later runs in
+    that container are forced to pass, the fresh sandbox that grades the submission is not."""
+    code = "FORCE = " + repr(FORCE_PASS_HOOK) + "\n" + PERSIST
+    patch = attack.patch({"calc/__init__.py": "from calc.ops import add, sub\n" + code})
+    with _sandbox(attack) as sb:
+        sb.apply_patch(patch)
+        sb.run_tests()  # plants
+        steered = sb.run_tests()
+        assert steered.resolved, "the planted plugin forces a pass inside the episode's own container"
+        final = sb.grade_fresh(sb.diff())
+    assert not final.resolved and final.statuses["tests/test_add.py::test_add"] == "FAILED"
