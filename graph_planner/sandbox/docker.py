@@ -260,7 +260,7 @@ class DockerSandbox(ShellSandbox):
             ) from None
 
     def _fresh_sandbox(self) -> DockerSandbox:
-        return DockerSandbox(self.task, self.config, self.dataset_dir, self.run_id, client=self._client)
+        return DockerSandbox(self.task, self.settings, self.dataset_dir, self.run_id, client=self._client)
 
     def _clean_scratch(self) -> None:
         """Files a test run created in the container's /tmp (the session's own buffer excepted)."""

@@ -385,7 +385,7 @@ class ShellSandbox(ABC):
             return fresh.run_tests()
 
     def _fresh_sandbox(self) -> ShellSandbox:
-        return type(self)(self.task, self.config, self.dataset_dir, self.run_id)
+        return type(self)(self.task, self.settings, self.dataset_dir, self.run_id)
 
     def grading_targets(self) -> list[str]:
         """test_files plus the file of every graded pytest id they miss (graph_planner.grading.targets)."""

@@ -33,7 +33,7 @@ def _task(repo: AttackRepo):
 
 
 def _sandbox(repo: AttackRepo) -> DockerSandbox:
-    return DockerSandbox(_task(repo), docker_config(), repo.root, f"adv-{uuid.uuid4().hex[:6]}")
+    return DockerSandbox(_task(repo), docker_config().sandbox, repo.root, f"adv-{uuid.uuid4().hex[:6]}")
 
 
 @pytest.mark.parametrize("name", ["new root conftest.py", "new nested tests/conftest.py",

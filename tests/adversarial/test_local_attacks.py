@@ -36,7 +36,7 @@ def attack(tmp_path_factory) -> AttackRepo:
 
 
 def _sandbox(attack: AttackRepo, **settings: object) -> LocalSandbox:
-    return LocalSandbox(attack.task(), local_config(**settings), attack.root, f"adv-{uuid.uuid4().hex[:6]}")
+    return LocalSandbox(attack.task(), local_config(**settings).sandbox, attack.root, f"adv-{uuid.uuid4().hex[:6]}")
 
 
 # ------------------------------------------------------------------ 1. grading a patch cannot steer
