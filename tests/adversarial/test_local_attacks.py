@@ -214,8 +214,9 @@ def test_bubblewrap_confines_task_code_to_its_copy(attack, tmp_path):
                     "python -c \"import socket; socket.create_connection(('1.1.1.1', 80), timeout=2)\""):
             assert not sb.exec(cmd).ok, cmd
         # a daemon left by a test run dies with its command (own pid namespace)
-        sb.exec("(sleep 300 &) ; echo started")
-        assert "sleep 300" not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+        marker = f"{300 + uuid.uuid4().int % 1000 / 1000:.3f}"  # a sleep no other process on the host runs
+        sb.exec(f"(sleep {marker} &) ; echo started")
+        assert f"sleep {marker}" not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert not Path("/etc/gp-escape").exists()
 
 
