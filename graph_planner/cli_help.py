@@ -12,6 +12,9 @@ EXAMPLES: dict[str, list[str]] = {
     "preflight": ["gp preflight -c configs/experiments/planner_8g.yaml"],
     "validate-tasks": ["gp validate-tasks prepared/swebench/test.jsonl --sandbox local",
                        "gp validate-tasks prepared/ --split train --limit 5 --sandbox docker"],
+    "grade": ["gp grade --dataset prepared/swebench/test.jsonl --predictions preds.jsonl",
+              "gp grade --dataset prepared/swebench/test.jsonl --predictions preds.jsonl --sandbox docker "
+              "--report grade.json"],
     "data prepare": ["gp data prepare -c configs/experiments/local_debug.yaml",
                      "gp data prepare --swebench-dataset princeton-nlp/SWE-bench_Verified --skip-r2e --out prepared"],
     "data register": ["gp data register prepared --name graph_planner_repoenv --rllm-layout"],
