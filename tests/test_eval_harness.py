@@ -142,3 +142,16 @@ def test_report_shows_our_numbers_and_the_official_harness(prepared, tmp_path, d
     assert empty["resolved"] == 0
     assert empty["harness"]["ran"] is True
     assert empty["harness"]["resolved"] == 0 and empty["harness"]["empty_patch"] == 2
+
+
+def test_custom_tasks_with_fail_to_pass_go_to_the_harness_and_r2e_rows_say_why_not(tmp_path):
+    from graph_planner.data.record import TaskRecord
+
+    common = {"split": "test", "repo": "me/calc", "problem_statement": "add is wrong", "image": "local/calc:1",
+              "base_commit": "a" * 40}
+    custom = TaskRecord(task_id="calc-1", source="custom", fail_to_pass=["tests/t.py::test_add"], **common)
+    r2e = TaskRecord(task_id="calc-2", source="r2e_gym", expected_output={"test_add": "PASSED"}, **common)
+    assert [row["instance_id"] for row in harness_rows([custom, r2e])] == ["calc-1"]
+    note = run_swebench_harness([r2e], tmp_path / "preds.jsonl", tmp_path, "run-z")["note"]
+    assert note.startswith("not applicable: no task lists FAIL_TO_PASS/PASS_TO_PASS (native R2E rows grade by "
+                           "expected outputs")
