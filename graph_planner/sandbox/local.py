@@ -115,8 +115,10 @@ class LocalSandbox(ShellSandbox):
             self._preamble = f"{ip_tool} link set lo up 2>/dev/null; "
         if self.isolation.kind != "bwrap" and self.isolation.kind not in LocalSandbox._warned:
             LocalSandbox._warned.add(self.isolation.kind)
-            log.warning("local sandbox isolates %s (bubblewrap is not usable here); use --sandbox docker for "
-                        "untrusted patches", self.isolation.isolates)
+            why = ("bubblewrap is not usable here" if self.settings.local_isolation == "auto"
+                   else f"sandbox.local_isolation={self.settings.local_isolation}")
+            log.warning("local sandbox isolates %s (%s); use --sandbox docker for untrusted patches",
+                        self.isolation.isolates, why)
 
     def _ensure_git_base(self, has_git: bool) -> None:
         """HEAD must be the task base: an existing repo is checked out at base_commit; a plain tree becomes a
