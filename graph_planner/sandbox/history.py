@@ -31,11 +31,17 @@ def trim_history_script(base_commit: str) -> str:
         # names: every ref (branches, tags, remotes, replace/*, stash, notes), then the files that hold commit ids
         "git for-each-ref --format='delete %(refname)' | git update-ref --no-deref --stdin",
         "for r in $(git remote); do git remote remove \"$r\"; done",
-        "rm -rf .git/logs .git/FETCH_HEAD .git/ORIG_HEAD .git/MERGE_HEAD .git/CHERRY_PICK_HEAD .git/shallow "
+        "rm -rf .git/logs .git/FETCH_HEAD .git/ORIG_HEAD .git/MERGE_HEAD .git/CHERRY_PICK_HEAD "
         ".git/info/grafts .git/refs/original .git/rebase-merge .git/rebase-apply .git/worktrees "
         ".git/objects/info/commit-graph .git/objects/info/commit-graphs",
-        # objects: only what the base commit reaches, in one pack; borrowed objects copied in, then no alternates
-        "git repack -a -d -q --no-write-bitmap-index",
-        "rm -f .git/objects/info/alternates",
-        "git prune --expire=now",
+        # objects: only what the base commit reaches, in one pack; borrowed objects copied in, then no alternates.
+        # The repack (seconds on a big repository) is skipped when every stored object is reachable already (an
+        # image built by `gp images build` was trimmed at build time)
+        "reach=$(git rev-list --objects HEAD | wc -l)",
+        "stored=$(git count-objects -v | awk '/^(count|in-pack):/ {s += $2} END {print s + 0}')",
+        "if [ \"$reach\" != \"$stored\" ] || [ -e .git/objects/info/alternates ]; then",
+        "  git repack -a -d -q --no-write-bitmap-index",
+        "  rm -f .git/objects/info/alternates",
+        "  git prune --expire=now",
+        "fi",
     ])
