@@ -10,8 +10,7 @@ from prefect import get_run_logger, task
 
 from graph_planner.config.paths import REGISTRY
 from graph_planner.data.manifest import resolve_manifest
-from graph_planner.data.prepare import PrepareSummary, prepare_datasets
-from graph_planner.data.registry import register_dataset
+from graph_planner.data.prepare import prepare_datasets, register_prepared
 from tasks.artifacts import ProgressArtifact, run_scope
 from tasks.caching import InputFileContents, step_cache
 from tasks.config import load_resolved
@@ -55,17 +54,8 @@ def build_manifest(config_file: str, dataset_dir: str) -> str:
 def register_splits(config_file: str, dataset_dir: str) -> str:
     """Register every prepared split as verl parquet under ``<dataset dir>/registry``; return that dir."""
     config = load_resolved(config_file)
-    summary = PrepareSummary.model_validate(
-        {**json.loads((Path(dataset_dir) / "summary.json").read_text(encoding="utf-8")), "out_dir": dataset_dir})
-    by_split: dict[str, list[Path]] = {}
-    for source in summary.sources.values():
-        for split, counts in source.splits.items():
-            if counts.kept:
-                by_split.setdefault(split, []).append(summary.split_path(source.source, split))
-    registry = Path(dataset_dir) / REGISTRY_DIR
     logger = get_run_logger()
-    for split, files in sorted(by_split.items()):
-        result = register_dataset(files, config.data.dataset_name, registry, split)
+    for result in register_prepared(dataset_dir, config.data.dataset_name):
         logger.info("%s %s/%s: %d rows -> %s", "registered" if result.changed else "unchanged", result.name,
-                    split, result.rows, result.path)
-    return str(registry)
+                    result.split, result.rows, result.path)
+    return str(Path(dataset_dir) / REGISTRY_DIR)

@@ -88,10 +88,7 @@ def submit_ray_job(config: RunConfig, address: str, spec: Any) -> str:
 
 
 def verl_checkpoint(root: Path) -> str:
-    """The newest ``global_step_<k>/actor/huggingface`` dir (HF weights need verl's model merger otherwise)."""
-    steps = sorted(root.glob("global_step_*"), key=lambda p: int(p.name.rsplit("_", 1)[-1]))
-    for step in reversed(steps):
-        hf = step / "actor" / "huggingface"
-        if hf.is_dir():
-            return str(hf)
-    return str(root)
+    """The newest HF model dir verl wrote (``global_step_<k>/actor/huggingface``), else the checkpoint root."""
+    from graph_planner.training.checkpoint import latest_verl_model
+
+    return str(latest_verl_model(root) or root)

@@ -60,7 +60,9 @@ def fake_cluster(monkeypatch: pytest.MonkeyPatch, client: FakeRayClient, job_out
         for step in (1, 2):
             sink(f"step:{step} - actor/pg_loss:0.1 - critic/score/mean:0.0")
         if job_outcome == ray_job.EXIT_SUCCEEDED:  # what verl writes at the end of a run
-            (workspace / "runs/local_debug/checkpoints/global_step_2/actor/huggingface").mkdir(parents=True)
+            hf = workspace / "runs/local_debug/checkpoints/global_step_2/actor/huggingface"
+            hf.mkdir(parents=True)
+            (hf / "model.safetensors").write_bytes(b"")
         return job_outcome
 
     monkeypatch.setattr(ray_job, "ray_cluster",

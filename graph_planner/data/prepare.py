@@ -348,3 +348,22 @@ def _counting(rows: Iterable[Any], stage: str, total: int, progress: ProgressCal
         yield item
         if progress and (done % every == 0 or done == total):
             progress(stage, done, total)
+
+
+def register_prepared(dataset_dir: str | Path, name: str, rllm_layout: bool = False) -> list[Any]:
+    """Register every prepared split with kept rows (``summary.json`` of ``prepare_datasets``) as verl parquet
+    under ``<dataset_dir>/registry/<name>/<split>.parquet``; returns the ``RegisterResult`` of each split."""
+    import json
+
+    from graph_planner.config.paths import REGISTRY
+    from graph_planner.data.registry import register_dataset
+
+    summary = PrepareSummary.model_validate(
+        {**json.loads((Path(dataset_dir) / "summary.json").read_text(encoding="utf-8")), "out_dir": str(dataset_dir)})
+    by_split: dict[str, list[Path]] = {}
+    for source in summary.sources.values():
+        for split, counts in source.splits.items():
+            if counts.kept:
+                by_split.setdefault(split, []).append(summary.split_path(source.source, split))
+    registry = Path(dataset_dir) / REGISTRY
+    return [register_dataset(files, name, registry, split, rllm_layout) for split, files in sorted(by_split.items())]

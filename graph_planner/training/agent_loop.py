@@ -20,6 +20,9 @@ Sandboxes: at most ``parallel.workflow_parallel`` open at once per node, across 
 freed on every path (done, cut by the token budget, error, cancellation), after any env call still running in
 its thread. Errors (model server, sandbox start) propagate after cleanup, so verl marks the group failed rather
 than training on a made-up reward.
+
+Telemetry: every finished episode is appended to ``<run dir>/verl/episodes.jsonl`` with the step it was generated
+for; the job's entry process turns them into the seed metric names (:mod:`graph_planner.training.verl_telemetry`).
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from graph_planner.integrations.episode_setup import (
 )
 from graph_planner.integrations.sandbox_slots import SandboxSlot, SandboxSlots
 from graph_planner.training.verl_config import AGENT_LOOP_NAME
+from graph_planner.training.verl_telemetry import EPISODES_FILE, record_episode, telemetry_dir
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -193,6 +197,7 @@ class GraphPlannerAgentLoop(AgentLoopBase):
         last: StepResult | None = None
         request_id = uuid4().hex  # one id per episode: sticky routing, prefix-cache hits
         gen_s, preempted, generations, observations = 0.0, -1, 0, 0
+        weights_step: int | None = None  # the rollout's weight version (the server's global_steps)
         while True:
             budget = min(self.response_length - len(mask), config.planner_sampling.max_new_tokens)
             if budget <= 0:
@@ -201,6 +206,8 @@ class GraphPlannerAgentLoop(AgentLoopBase):
             out = await self.server_manager.generate(request_id=request_id, prompt_ids=tokens,
                                                      sampling_params={**sampling_params, "max_tokens": budget})
             gen_s += time.perf_counter() - clock
+            if weights_step is None and out.extra_fields.get("global_steps") is not None:
+                weights_step = int(out.extra_fields["global_steps"])
             if out.num_preempted is not None:
                 preempted = max(preempted, 0) + out.num_preempted
             merged, mask, new_logprobs = await self.ct_merge_assistant_token(
@@ -225,9 +232,12 @@ class GraphPlannerAgentLoop(AgentLoopBase):
             tokens, mask, messages, observations = merged.token_ids, new_mask, updated, observations + 1
             if logprobs:
                 logprobs = new_logprobs or []
-        return self._output(env, tokens, mask, logprobs, rewards, last,
-                            {"generate_sequences": gen_s, "tool_calls": env_s, "num_preempted": preempted},
-                            num_turns=1 + generations + observations)
+        output = self._output(env, tokens, mask, logprobs, rewards, last,
+                              {"generate_sequences": gen_s, "tool_calls": env_s, "num_preempted": preempted},
+                              num_turns=1 + generations + observations)
+        record_episode(telemetry_dir(config) / EPISODES_FILE, weights_step, output.extra_fields["graph_planner"],
+                       time.perf_counter() - started)
+        return output
 
     def _output(self, env: PlannerEnv, tokens: list[int], mask: list[int], logprobs: list[float],
                 rewards: list[float], last: StepResult | None, metrics: dict[str, Any],

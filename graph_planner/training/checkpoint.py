@@ -100,3 +100,14 @@ def resolve_resume(resume_from: str | None, run_dir: str | Path) -> Path | None:
 def load_trainer_state(checkpoint_dir: str | Path) -> dict[str, Any]:
     """Optimizer/scheduler/RNG/data-order state of a checkpoint (our own file, hence ``weights_only=False``)."""
     return torch.load(Path(checkpoint_dir) / STATE_FILE, map_location="cpu", weights_only=False)
+
+
+def latest_verl_model(root: str | Path) -> Path | None:
+    """The verl backend's newest ``global_step_<k>/actor/huggingface`` dir holding weights (an ordinary HF model
+    dir, written when ``actor.checkpoint.save_contents`` has ``hf_model``); None when there is none."""
+    steps = sorted(Path(root).glob("global_step_*"), key=lambda p: int(p.name.rsplit("_", 1)[-1]))
+    for step in reversed(steps):
+        hf = step / "actor" / "huggingface"
+        if hf.is_dir() and (any(hf.glob("*.safetensors")) or any(hf.glob("*.bin"))):
+            return hf
+    return None

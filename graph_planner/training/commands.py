@@ -42,6 +42,17 @@ def run_local(config: RunConfig, dry_run: bool) -> int:
     return 0
 
 
+def prepare_verl_data(config: RunConfig) -> None:
+    """No registered parquet yet (a fresh clone): prepare the configured sources (``data.*``; the embedded
+    defaults point at the bundled sample) and register them, as `gp data prepare` + `gp data register` would."""
+    from graph_planner.data.prepare import prepare_datasets, register_prepared
+
+    typer.echo(f"no verl parquet under {config.data.output_dir}/registry: preparing and registering data.*", err=True)
+    summary = prepare_datasets(config.data)
+    for result in register_prepared(summary.out_dir, config.data.dataset_name):
+        typer.echo(f"registered {result.name}/{result.split}: {result.rows} rows -> {result.path}", err=True)
+
+
 def run_verl(config: RunConfig, train_files: str | None, val_files: str | None, dry_run: bool) -> int:
     """Preflight, then submit the verl job to Ray (dry runs skip the GPU rules and the cluster GPU check)."""
     from graph_planner.config.preflight import preflight_check
@@ -55,14 +66,23 @@ def run_verl(config: RunConfig, train_files: str | None, val_files: str | None, 
             typer.echo(str(exc), err=True)
             return 1
     default = default_data_paths(config)
+    if not train_files and not Path(default.train).is_file():
+        prepare_verl_data(config)
     train = Path(train_files or default.train).resolve()
     val = val_files or (None if train_files else default.val)
     args = ["--config-file", str(write_job_config(config)), "--train-files", str(train)]
     if val:
         args += ["--val-files", str(Path(val).resolve())]
     outcome = run_training_job(config, args, dry_run=dry_run, sink=typer.echo)
-    if outcome.code != 0 and outcome.message:
-        typer.echo(f"error: {outcome.message}", err=True)
+    if outcome.code != 0:
+        typer.echo(f"error: {outcome.message or f'Ray job {outcome.job_id} did not succeed'}", err=True)
+    elif not dry_run:
+        from graph_planner.config.paths import run_paths
+        from graph_planner.training.checkpoint import latest_verl_model
+
+        root = run_paths(config).checkpoints
+        typer.echo(f"Ray job {outcome.job_id} succeeded; checkpoints in {root}; HF model: "
+                   f"{latest_verl_model(root) or '(none: add hf_model to actor.checkpoint.save_contents)'}")
     return outcome.code
 
 

@@ -60,9 +60,14 @@ def job_runtime_env(config: RunConfig) -> dict[str, Any]:
 
     ``resources.system_envs`` (ROLL's ``system_envs``) are added to the job's env vars; ours win on a clash.
     """
+    from graph_planner.training.verl_telemetry import VERL_METRICS_FILE, telemetry_dir
+
     env_vars = {**config.resources.system_envs, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false",
-                # seed 000 section 5: verl's tracker also logs train/kl, train/entropy, ... (telemetry.verl_names)
-                "VERL_USE_EXTERNAL_MODULES": SEED_METRIC_NAMES_MODULE}
+                # seed 000 section 5: verl's tracker also logs train/kl, train/entropy, ... (telemetry.verl_names);
+                # verl 0.9.1 fixes for every platform (training.verl_compat)
+                "VERL_USE_EXTERNAL_MODULES": f"{SEED_METRIC_NAMES_MODULE},{VERL_COMPAT_MODULE}",
+                # verl's file logger runs in its TaskRunner actor, which sees the job's env, not the driver's
+                "VERL_FILE_LOGGER_PATH": str((telemetry_dir(config) / VERL_METRICS_FILE).resolve())}
     if config.logging.wandb.offline:
         env_vars["WANDB_MODE"] = "offline"
     return {"working_dir": str(project_root()), "excludes": list(UPLOAD_EXCLUDES), "env_vars": env_vars}
@@ -301,6 +306,7 @@ class JobOutcome:
     address: str
     log_path: str | None = None
     message: str = ""
+    head_start_s: float = 0.0  # seconds the private local head took to answer (0: a configured cluster)
 
 
 class _Terminated(Exception):
@@ -345,11 +351,12 @@ def run_training_job(config: RunConfig, entrypoint_args: Sequence[str], dry_run:
             finally:
                 kept = cluster.head.keep_job_log(job_id, run_dir / "verl") if cluster.head else None
             where = str(kept) if kept else f"`ray job logs {job_id} --address {cluster.address}`"
+            head_s = cluster.head.started_s if cluster.head else 0.0
             if code == EXIT_SUCCEEDED:
-                return JobOutcome(code, job_id, cluster.address, str(kept) if kept else None)
+                return JobOutcome(code, job_id, cluster.address, str(kept) if kept else None, head_start_s=head_s)
             message = f"Ray job {job_id} did not succeed; its log: {where}"
             log.error("%s", message)
-            return JobOutcome(code, job_id, cluster.address, str(kept) if kept else None, message)
+            return JobOutcome(code, job_id, cluster.address, str(kept) if kept else None, message, head_s)
     except ClusterRefused as exc:
         log.error("%s", exc)
         return JobOutcome(EXIT_REFUSED, job_id, address, message=str(exc))

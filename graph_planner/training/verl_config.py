@@ -24,9 +24,9 @@ log = logging.getLogger(__name__)
 
 #: Name our agent loop is registered under in the agent-loop YAML (the verl-side loop is wired by the lead).
 AGENT_LOOP_NAME = "graph_planner"
-#: Our tracker names -> verl ``trainer.logger`` backends (jsonl = verl's ``file`` logger, one JSON line a step).
-TRACKER_TO_VERL_LOGGER = {"stdout": "console", "console": "console", "wandb": "wandb", "tensorboard": "tensorboard",
-                          "jsonl": "file"}
+#: verl's own loggers: ``console`` (the job log) and ``file`` (one JSON line a step), which the job's telemetry
+#: bridge forwards into the run's trackers (:mod:`graph_planner.training.verl_telemetry`): one writer per tracker.
+VERL_LOGGERS = ["console", "file"]
 _SAFE = re.compile(r"^[A-Za-z_/.][A-Za-z0-9_./:\-]*$")
 _RESERVED = {"true", "false", "null", "none", "nan", "inf", "-inf"}
 
@@ -97,13 +97,6 @@ def verl_gpu_layout(config: RunConfig) -> GpuLayout:
     return layout
 
 
-def verl_loggers(config: RunConfig) -> list[str]:
-    names = [TRACKER_TO_VERL_LOGGER[t] for t in config.logging.trackers()]
-    if config.logging.wandb.enabled:
-        names.append("wandb")
-    return list(dict.fromkeys(names)) or ["console"]
-
-
 def _resume(config: RunConfig) -> dict[str, Any]:
     resume = config.training.resume_from
     if resume is None:
@@ -167,7 +160,7 @@ def base_overrides(config: RunConfig, data_paths: VerlDataPaths, run_dir: str | 
         "trainer.total_training_steps": t.total_steps,
         "trainer.project_name": config.logging.wandb.project,
         "trainer.experiment_name": config.run_name,
-        "trainer.logger": verl_loggers(config),
+        "trainer.logger": VERL_LOGGERS,
         "trainer.nnodes": layout.nnodes,
         "trainer.n_gpus_per_node": layout.n_gpus_per_node,
         "trainer.save_freq": config.logging.save_interval,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -67,6 +68,27 @@ def check_agent_loop(target: str) -> str | None:
     return None
 
 
+def check_trl() -> str | None:
+    """Problem text when an installed ``trl`` breaks verl: verl 0.9.1 imports
+    ``AutoModelForCausalLMWithValueHead`` from trl in every FSDP worker as soon as trl is importable, and trl
+    >= 1.0 no longer has it (verl's own extras pin trl==0.27.0). The project itself does not use trl."""
+    import importlib.util
+
+    if importlib.util.find_spec("trl") is None:
+        return None
+    for module in ("trl.experimental.ppo", "trl"):
+        try:
+            if hasattr(importlib.import_module(module), "AutoModelForCausalLMWithValueHead"):
+                return None
+        except ImportError:
+            continue
+    from importlib.metadata import version
+
+    return (f"trl {version('trl')} is installed and has no AutoModelForCausalLMWithValueHead, which verl 0.9.1's "
+            "FSDP workers import whenever trl is present: `pip uninstall trl` (the project does not use it) or "
+            "`pip install trl==0.27.0` (verl's fsdp extra)")
+
+
 def compose_verl_config(overrides: list[str]):  # -> DictConfig
     """Compose verl's ``ppo_trainer`` config with the overrides (unknown keys / bad values raise)."""
     from hydra import compose, initialize_config_dir
@@ -113,9 +135,9 @@ def run(config: RunConfig, config_path: str, data: VerlDataPaths, agent_loop: st
             rows[split], problem = check_data_file(path, split)
             if problem:
                 problems.append(problem)
-    problem = check_agent_loop(agent_loop)
-    if problem:
-        problems.append(problem)
+    for problem in (check_agent_loop(agent_loop), check_trl()):
+        if problem:
+            problems.append(problem)
     loop_yaml = run_dir / "verl" / "agent_loops.yaml"
     try:
         overrides = build_verl_overrides(config, data, run_dir, loop_yaml, platform_overrides(cpu))
@@ -134,7 +156,17 @@ def run(config: RunConfig, config_path: str, data: VerlDataPaths, agent_loop: st
     if config.paths.planner_model == "toy":
         config.paths.planner_model = resolve_model_path("toy", config.paths.cache_dir)
         overrides = build_verl_overrides(config, data, run_dir, loop_yaml, platform_overrides(cpu))
-    return subprocess.call([sys.executable, "-m", "verl.trainer.main_ppo", *overrides])
+    return run_main_ppo(config, run_dir, overrides)
+
+
+def run_main_ppo(config: RunConfig, run_dir: Path, overrides: list[str]) -> int:
+    """``python -m verl.trainer.main_ppo <overrides>`` with the telemetry bridge following it (seed metric names
+    and verl's into the run's trackers); returns main_ppo's exit code."""
+    from graph_planner.training.verl_telemetry import VERL_METRICS_FILE, VerlTelemetryBridge
+
+    env = {"VERL_FILE_LOGGER_PATH": str(run_dir / "verl" / VERL_METRICS_FILE), **os.environ}  # the job's wins
+    with VerlTelemetryBridge(config, run_dir):
+        return subprocess.call([sys.executable, "-m", "verl.trainer.main_ppo", *overrides], env=env)
 
 
 def main(argv: list[str] | None = None) -> int:

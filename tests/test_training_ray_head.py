@@ -1,0 +1,26 @@
+"""The private local Ray head (graph_planner.training.ray_head) when it cannot start: a clear error naming its log,
+and nothing of it left behind (no process naming its temp dir, no temp dir)."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from graph_planner.training.ray_head import LocalRayHead, RayHeadError
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+
+def test_a_head_that_cannot_start_names_its_log_and_leaves_no_process(tmp_path):
+    with socket.socket() as taken:  # its GCS port is already in use
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        head = LocalRayHead(num_cpus=4, num_gpus=1, log_path=tmp_path / "ray_head.log",
+                            gcs_port=taken.getsockname()[1])
+        with pytest.raises(RayHeadError) as err:
+            head.start(timeout_s=150)
+    assert f"see its log {tmp_path / 'ray_head.log'}" in str(err.value)
+    assert head.own_pids() == [] and not head.temp_dir.exists()
+    assert Path(tmp_path / "ray_head.log").stat().st_size > 0

@@ -1,0 +1,88 @@
+"""verl's CPU path (graph_planner.training.verl_cpu) with the real verl 0.9.1 and the toy model, no Ray:
+
+- with ``VERL_PLATFORM=cpu`` (what the job's runtime env sets) ``import verl`` loads it: platform ``cpu`` with
+  gloo and ``current_device() == "cpu"``, the FSDP engine for cpu, the ``hf`` rollout replica and adapter;
+- without it (a GPU machine) nothing is registered;
+- the hf rollout server generates token-in/token-out with log-probs and serves the actor's new weights.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from graph_planner.models.toy import ensure_toy_checkpoint
+from graph_planner.training.verl_cpu import HFRolloutServer, cpu_job_env_vars
+
+PROBE = """
+import json, verl
+from verl.utils.device import get_device_name, get_nccl_backend, get_device_id
+from verl.workers.rollout.replica import RolloutReplicaRegistry
+from verl.workers.rollout import base
+from verl.workers.engine.base import EngineRegistry
+out = {"device": get_device_name(), "backend": get_nccl_backend(), "hf_replica": "hf" in RolloutReplicaRegistry._registry,
+       "hf_adapter": ("hf", "async") in base._ROLLOUT_REGISTRY}
+if out["hf_replica"]:
+    out["device_id"] = get_device_id()
+    out["engine"] = EngineRegistry.get_engine_cls("language_model", "fsdp2").__name__
+    out["adapter"] = base.get_rollout_class("hf").__name__
+    out["replica"] = RolloutReplicaRegistry.get("hf").__name__
+print("PROBE " + json.dumps(out))
+"""
+
+
+def probe(env_vars: dict[str, str]) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("VERL_PLATFORM", "VERL_USE_EXTERNAL_MODULES")}
+    done = subprocess.run([sys.executable, "-c", PROBE], env={**env, **env_vars}, capture_output=True, text=True,
+                          timeout=300, cwd=os.getcwd())
+    lines = [line for line in done.stdout.splitlines() if line.startswith("PROBE ")]
+    assert done.returncode == 0 and lines, done.stderr[-3000:]
+    return json.loads(lines[-1][6:])
+
+
+def test_job_env_loads_the_cpu_platform_engine_and_hf_rollout_in_verl():
+    out = probe(cpu_job_env_vars())
+    assert out == {"device": "cpu", "backend": "gloo", "hf_replica": True, "hf_adapter": True, "device_id": "cpu",
+                   "engine": "FSDPEngineWithLMHead", "adapter": "HFServerAdapter", "replica": "HFReplica"}
+
+
+def test_without_verl_platform_cpu_nothing_is_registered():
+    out = probe({"VERL_USE_EXTERNAL_MODULES": "graph_planner.training.verl_cpu"})  # module found, not selected
+    assert out["hf_replica"] is False and out["hf_adapter"] is False and out["device"] == "cuda"
+
+
+@pytest.fixture(scope="module")
+def toy_path(tmp_path_factory) -> str:
+    return str(ensure_toy_checkpoint(tmp_path_factory.mktemp("toy")))
+
+
+def test_hf_rollout_server_generates_tokens_with_logprobs_and_takes_new_weights(toy_path):
+    server = HFRolloutServer(toy_path, trust_remote_code=False, max_model_len=None, seed=0)
+    prompt = list(range(5, 25))
+    greedy = {"temperature": 0, "max_tokens": 6, "logprobs": True}
+    first = asyncio.run(server.generate(prompt, greedy, request_id="a"))
+    assert 1 <= len(first.token_ids) <= 6 and len(first.log_probs) == len(first.token_ids)
+    assert all(lp <= 0 for lp in first.log_probs) and first.stop_reason == "completed"
+    assert first.extra_fields["global_steps"] is None
+
+    # the actor's update: every tensor replaced (here: the last layer's MLP scaled), tagged with the step
+    state = {name: t.clone() for name, t in server.model.state_dict().items()}
+    changed = "model.layers.1.mlp.down_proj.weight"
+    state[changed] *= -3.0
+    counts = asyncio.run(server.update_weights(state, global_steps=1))
+    assert counts["matched"] == len(state)
+    assert torch.equal(server.model.state_dict()[changed], state[changed])
+    second = asyncio.run(server.generate(prompt, greedy, request_id="b"))
+    assert second.extra_fields["global_steps"] == 1
+    assert second.log_probs != first.log_probs  # new weights, new distribution
+
+    with pytest.raises(KeyError, match="not in the rollout model"):
+        asyncio.run(server.update_weights({"no.such.weight": torch.zeros(1)}))
+    with pytest.raises(ValueError, match="no room within max_model_len"):
+        server._generate(list(range(server.max_model_len)), greedy)
