@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 import subprocess
@@ -17,8 +18,11 @@ import sys
 import pytest
 import torch
 
+from graph_planner.config.loader import load_run_config
 from graph_planner.models.toy import ensure_toy_checkpoint
-from graph_planner.training.verl_cpu import HFRolloutServer, cpu_job_env_vars
+from graph_planner.training.ray_job import Cluster, prepare_job
+from graph_planner.training.verl_compat import trl_lacks_value_head
+from graph_planner.training.verl_cpu import HFRolloutServer
 
 PROBE = """
 import json, verl
@@ -26,7 +30,8 @@ from verl.utils.device import get_device_name, get_nccl_backend, get_device_id
 from verl.workers.rollout.replica import RolloutReplicaRegistry
 from verl.workers.rollout import base
 from verl.workers.engine.base import EngineRegistry
-out = {"device": get_device_name(), "backend": get_nccl_backend(), "hf_replica": "hf" in RolloutReplicaRegistry._registry,
+from verl.models.transformers import monkey_patch
+out = {"trl_seen_by_verl": monkey_patch.is_trl_available(), "device": get_device_name(), "backend": get_nccl_backend(), "hf_replica": "hf" in RolloutReplicaRegistry._registry,
        "hf_adapter": ("hf", "async") in base._ROLLOUT_REGISTRY}
 if out["hf_replica"]:
     out["device_id"] = get_device_id()
@@ -46,14 +51,28 @@ def probe(env_vars: dict[str, str]) -> dict:
     return json.loads(lines[-1][6:])
 
 
-def test_job_env_loads_the_cpu_platform_engine_and_hf_rollout_in_verl():
-    out = probe(cpu_job_env_vars())
+def job_verl_env(cpu_platform: bool) -> dict[str, str]:
+    """The VERL_* variables of the job's runtime env on a GPU-less local head / on a GPU cluster."""
+    spec = prepare_job(load_run_config(None, {"training.backend": "verl"}), ["--config-file", "x.yaml"],
+                       Cluster("http://head:8265", cpu_platform=cpu_platform))
+    return {k: v for k, v in spec.runtime_env["env_vars"].items() if k.startswith("VERL_P") or k == "OMP_NUM_THREADS"
+            or k == "VERL_USE_EXTERNAL_MODULES"}
+
+
+@pytest.mark.slow  # a fresh `import verl` in a subprocess: ~10 s idle, more on a loaded machine
+def test_cpu_job_env_loads_the_cpu_platform_engine_and_hf_rollout_in_verl():
+    out = probe(job_verl_env(cpu_platform=True))
+    expected_trl = importlib.util.find_spec("trl") is not None and not trl_lacks_value_head()
     assert out == {"device": "cpu", "backend": "gloo", "hf_replica": True, "hf_adapter": True, "device_id": "cpu",
-                   "engine": "FSDPEngineWithLMHead", "adapter": "HFServerAdapter", "replica": "HFReplica"}
+                   "engine": "FSDPEngineWithLMHead", "adapter": "HFServerAdapter", "replica": "HFReplica",
+                   "trl_seen_by_verl": expected_trl}  # a trl without the value head class is hidden from verl
 
 
-def test_without_verl_platform_cpu_nothing_is_registered():
-    out = probe({"VERL_USE_EXTERNAL_MODULES": "graph_planner.training.verl_cpu"})  # module found, not selected
+@pytest.mark.slow
+def test_gpu_cluster_job_env_loads_none_of_the_cpu_path():
+    env = job_verl_env(cpu_platform=False)
+    assert "VERL_PLATFORM" not in env and "verl_cpu" not in env["VERL_USE_EXTERNAL_MODULES"]
+    out = probe(env)
     assert out["hf_replica"] is False and out["hf_adapter"] is False and out["device"] == "cuda"
 
 

@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 EXIT_SUCCEEDED, EXIT_FAILED, EXIT_REFUSED = 0, 1, 2
 TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
 ENTRY_MODULE = "graph_planner.training.verl_entry"
+VERL_COMPAT_MODULE = "graph_planner.training.verl_compat"
 #: Never shipped to the cluster: environments, data, runs, caches (the 512 MiB upload cap; code only).
 UPLOAD_EXCLUDES = [".venv", ".git", ".cache", "runs", "prepared", "outputs", "wandb", ".pytest_cache", ".ruff_cache",
                    ".mypy_cache", "__pycache__", "*.egg-info", "*.parquet", "*.safetensors", "*.bin", "*.pt",

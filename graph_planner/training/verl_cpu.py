@@ -61,6 +61,8 @@ def cpu_hydra_overrides() -> dict[str, Any]:
         "actor_rollout_ref.actor.fsdp_config.optimizer_offload": False,
         "actor_rollout_ref.rollout.free_cache_engine": True,
         "data.dataloader_num_workers": 0,
+        # the agent loop sets reward_score itself: one idle reward-loop actor instead of 8 verl imports on few cores
+        "reward.num_workers": 1,
     }
 
 

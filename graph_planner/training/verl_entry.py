@@ -68,27 +68,6 @@ def check_agent_loop(target: str) -> str | None:
     return None
 
 
-def check_trl() -> str | None:
-    """Problem text when an installed ``trl`` breaks verl: verl 0.9.1 imports
-    ``AutoModelForCausalLMWithValueHead`` from trl in every FSDP worker as soon as trl is importable, and trl
-    >= 1.0 no longer has it (verl's own extras pin trl==0.27.0). The project itself does not use trl."""
-    import importlib.util
-
-    if importlib.util.find_spec("trl") is None:
-        return None
-    for module in ("trl.experimental.ppo", "trl"):
-        try:
-            if hasattr(importlib.import_module(module), "AutoModelForCausalLMWithValueHead"):
-                return None
-        except ImportError:
-            continue
-    from importlib.metadata import version
-
-    return (f"trl {version('trl')} is installed and has no AutoModelForCausalLMWithValueHead, which verl 0.9.1's "
-            "FSDP workers import whenever trl is present: `pip uninstall trl` (the project does not use it) or "
-            "`pip install trl==0.27.0` (verl's fsdp extra)")
-
-
 def compose_verl_config(overrides: list[str]):  # -> DictConfig
     """Compose verl's ``ppo_trainer`` config with the overrides (unknown keys / bad values raise)."""
     from hydra import compose, initialize_config_dir
@@ -135,9 +114,9 @@ def run(config: RunConfig, config_path: str, data: VerlDataPaths, agent_loop: st
             rows[split], problem = check_data_file(path, split)
             if problem:
                 problems.append(problem)
-    for problem in (check_agent_loop(agent_loop), check_trl()):
-        if problem:
-            problems.append(problem)
+    problem = check_agent_loop(agent_loop)
+    if problem:
+        problems.append(problem)
     loop_yaml = run_dir / "verl" / "agent_loops.yaml"
     try:
         overrides = build_verl_overrides(config, data, run_dir, loop_yaml, platform_overrides(cpu))
