@@ -76,8 +76,9 @@ class BackendsConfig(Section):
     )
     planner_endpoint: str | None = Field(None, description="Base URL of an OpenAI-compatible server (planner).")
     planner_api_key_env: str = Field("PLANNER_API_KEY", description="Env var holding the planner API key.")
-    cgm_backend: Literal["cgm", "llm", "hf", "none", "gold"] = Field(
-        "none", description="Patch synthesiser: CGM HTTP, OpenAI-compatible LLM, local HF, none, or gold (diagnostic)."
+    cgm_backend: Literal["cgm", "llm", "hf", "none", "gold", "oracle"] = Field(
+        "none", description="Patch synthesiser: CGM HTTP, OpenAI-compatible LLM, local HF, none; diagnostics: gold "
+        "(the gold patch) and oracle (the gold patch only when memory M holds the code it changes)."
     )
     cgm_endpoint: str | None = Field(None, description="URL of the CGM /generate service or LLM base URL.")
     cgm_api_key_env: str = Field("CGM_API_KEY", description="Env var holding the synthesiser API key.")
@@ -231,6 +232,10 @@ class EnvConfig(Section):
     )
     history_turns: int = Field(
         6, ge=0, description="Previous planner turns (action + observation) kept in the model's prompt."
+    )
+    localisation_reward: float = Field(
+        0.0, ge=0, description="Shaped reward: added once at episode end, times the peak share of the gold patch's "
+        "nodes memory M held (0 = off; tasks without a gold patch get none)."
     )
 
 

@@ -23,6 +23,7 @@ from graph_planner.codegraph import (
 )
 from graph_planner.config.schema import RunConfig
 from graph_planner.data.record import TaskRecord
+from graph_planner.env.localisation import LocalisationTracker
 from graph_planner.env.memory import Memory, unknown_node_reason
 from graph_planner.env.observation import issue_text, node_summary, outline, render
 from graph_planner.env.repair import RepairCycle, RepairOutcome, TestSummary
@@ -130,6 +131,7 @@ class PlannerEnv:
         self._base_snapshot: str | None = None
         self._ops_at_reset = 0
         self._own_ops = 0
+        self.localisation: LocalisationTracker | None = None
 
     # ------------------------------------------------------------------ episode lifecycle
     def reset(self) -> tuple[str, dict[str, Any]]:
@@ -159,6 +161,9 @@ class PlannerEnv:
         self._own_ops = 0
         nodes = outline(self.graph)
         self.memory.see(n["id"] for n in nodes)
+        # measured from the hidden gold patch, never shown to the planner (env/localisation.py)
+        self.localisation = LocalisationTracker.for_task(self.graph, self.task.gold_patch)
+        self.localisation.observe(0, self.memory.entries, self.memory.working)
         return render(self.task, self.memory, 0, self.max_steps, outline_nodes=nodes)
 
     @property
@@ -224,6 +229,13 @@ class PlannerEnv:
             done, reason = True, "max_steps"
         if reason in ("repo_op_limit", "max_steps"):
             reward -= cfg.timeout_penalty + cfg.failure_penalty
+        loc = self.localisation
+        if loc is not None:
+            is_read = action is not None and action.name == "read" and not error  # type: ignore[attr-defined]
+            read_node = action.node_id if is_read else None  # type: ignore[union-attr,attr-defined]
+            loc.observe(self.step_count, self.memory.entries, self.memory.working, read_node=read_node)
+            if done and cfg.localisation_reward > 0:
+                reward += cfg.localisation_reward * loc.peak_m_recall
         info.update(action=action_to_dict(action) if action is not None else None, result=result, error=error,
                     warnings=warnings, repo_ops=self.repo_ops)
         text, obs = render(self.task, self.memory, self.step_count, self.max_steps,
@@ -375,4 +387,5 @@ class PlannerEnv:
         return {"task_id": self.task.task_id, "termination_reason": reason, "resolved": resolved,
                 "steps": self.step_count, "max_steps": self.max_steps, "repo_ops": self.repo_ops, "patch": patch,
                 "synthesizer": getattr(self.synthesizer, "name", type(self.synthesizer).__name__),
+                "localisation": self.localisation.summary() if self.localisation is not None else None,
                 **self.stats.to_dict()}

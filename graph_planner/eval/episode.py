@@ -45,7 +45,7 @@ def result_from_trajectory(trajectory: Trajectory, seconds: float) -> TaskResult
         reward=trajectory.reward,
         termination_reason=trajectory.termination_reason,
         info={k: info.get(k) for k in ("patch_stats", "parse_errors", "tests_run", "synthesizer", "diagnostic",
-                                       "policy", "repo_ops")},
+                                       "policy", "repo_ops", "localisation")},
     )
 
 

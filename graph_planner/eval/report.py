@@ -32,6 +32,7 @@ def summarise(results: list[TaskResult], total_tasks: int) -> dict[str, Any]:
             "mean_seconds": statistics.fmean(r.seconds for r in rows) if rows else 0.0,
             "tokens": sum(r.tokens for r in rows),
             "errors": sum(r.status == "error" for r in rows),
+            **_localisation(rows),
         }
     policy = labels.get("policy", {"tasks": 0, "resolved": 0, "resolved_rate": 0.0})
     diagnostic = diagnostic_of(results)
@@ -66,6 +67,22 @@ def diagnostic_model_name(model_name: str, results: list[TaskResult]) -> str:
     return f"DIAGNOSTIC-{kind.replace(',', '+')}-synthesiser__{model_name}" if kind else model_name
 
 
+def _localisation(rows: list[TaskResult]) -> dict[str, Any]:
+    """Mean localisation of the gold patch's code over the rows that measured it (env/localisation.py)."""
+    records = [r.info["localisation"] for r in rows if (r.info or {}).get("localisation")]
+    if not records:
+        return {"loc_tasks": 0}
+    n = len(records)
+    return {"loc_tasks": n, "loc_m_recall": sum(x["m_recall"] for x in records) / n,
+            "loc_m_precision": sum(x["m_precision"] for x in records) / n,
+            "loc_w_recall": sum(x["w_recall"] for x in records) / n,
+            "loc_gold_read_rate": sum(x["first_gold_read_step"] is not None for x in records) / n}
+
+
+def _pct(value: Any) -> str:
+    return f"{value:.0%}" if isinstance(value, (int, float)) else "-"
+
+
 def _plot_all(summary: dict[str, Any], results: list[TaskResult], run_dir: Path, run_name: str) -> None:
     rates = {label: s["resolved_rate"] for label, s in summary["labels"].items()}
     harness = summary.get("harness")
@@ -83,10 +100,13 @@ def render_markdown(summary: dict[str, Any], results: list[TaskResult], run_name
     lines = [title, "", *([f"**{summary['diagnostic_note']}**", ""] if diagnostic else []),
              (f"Resolved **{summary['resolved']}/{summary['completed_tasks']}** "
               f"({summary['resolved_rate']:.1%}) of {summary['total_tasks']} tasks."), "",
-             "| label | tasks | resolved | rate | mean steps | errors |", "|---|---|---|---|---|---|"]
+             "| label | tasks | resolved | rate | mean steps | errors | M recall | M precision | W recall | "
+             "gold read |", "|---|---|---|---|---|---|---|---|---|---|"]
     for label, s in summary["labels"].items():
         lines.append(f"| {label} | {s['tasks']} | {s['resolved']} | {s['resolved_rate']:.1%} | "
-                     f"{s['mean_steps']:.1f} | {s['errors']} |")
+                     f"{s['mean_steps']:.1f} | {s['errors']} | {_pct(s.get('loc_m_recall'))} | "
+                     f"{_pct(s.get('loc_m_precision'))} | {_pct(s.get('loc_w_recall'))} | "
+                     f"{_pct(s.get('loc_gold_read_rate'))} |")
     harness = summary.get("harness")
     if harness and harness.get("ran", True):
         lines.append(f"| swebench harness | {harness.get('submitted')} | {harness.get('resolved')} | "
@@ -95,11 +115,16 @@ def render_markdown(summary: dict[str, Any], results: list[TaskResult], run_name
                        f"{harness.get('submitted')} submitted ({harness.get('note', '')}).")]
     elif harness:
         lines += ["", f"Official swebench harness did not run: {harness.get('note', '')}."]
-    lines += ["", "| task | label | resolved | category | steps | seconds | termination |",
-              "|---|---|---|---|---|---|---|"]
+    lines += ["", "Localisation (env/localisation.py): share of the gold patch's functions/classes/files held by "
+              "memory M and working graph W at the end, share of episodes that read a gold node.",
+              "", "| task | label | resolved | category | steps | seconds | M recall | first gold read | termination |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for r in sorted(results, key=lambda r: (r.label, r.instance_id)):
+        loc = (r.info or {}).get("localisation") or {}
+        first = loc.get("first_gold_read_step")
         lines.append(f"| {r.instance_id} | {r.label} | {'yes' if r.resolved else 'no'} | {r.category} | "
-                     f"{r.steps} | {r.seconds:.1f} | {r.termination_reason or r.error or ''} |")
+                     f"{r.steps} | {r.seconds:.1f} | {_pct(loc.get('m_recall'))} | "
+                     f"{'-' if first is None else f'step {first}'} | {r.termination_reason or r.error or ''} |")
     lines += ["", "![resolved](resolved_rate.png) ![outcomes](outcomes.png) ![steps](steps_hist.png)", ""]
     return "\n".join(lines)
 

@@ -2,7 +2,8 @@
 
 `cgm` posts the request to a CodeFuse-CGM style `/generate` service, `llm` asks any OpenAI-compatible chat model,
 `hf` a local transformers model, `none` never patches. `gold` returns the task's gold patch and exists only as a
-clearly labelled diagnostic (the upper bound of the env); it is never a default.
+clearly labelled diagnostic (the upper bound of the env); `oracle` (models/oracle.py) is the gold patch only when
+the request's memory holds the code it changes (a localisation signal). Neither is ever a default.
 """
 
 from __future__ import annotations
@@ -213,6 +214,12 @@ def make_synthesizer(config: RunConfig, task: TaskRecord) -> PatchSynthesizer:
     if backend == "gold":
         log.warning("backends.cgm_backend=gold: DIAGNOSTIC run, patches are the tasks' gold patches (upper bound)")
         return GoldSynthesizer(task)
+    if backend == "oracle":
+        from graph_planner.models.oracle import OracleSynthesizer
+
+        log.info("backends.cgm_backend=oracle: DIAGNOSTIC run, the gold patch only when memory M holds the code it "
+                 "changes (a localisation signal, not a model)")
+        return OracleSynthesizer(task)
     if backend in ("cgm", "llm"):
         endpoint = config.backends.cgm_endpoint
         if not endpoint:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import statistics
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from graph_planner.config.schema import RunConfig, TelemetryConfig
@@ -62,6 +62,9 @@ def episode_metrics(trajectories: Sequence[Trajectory], seconds: float, switches
       ``patch_rejected`` = synthesised patches summed over the batch (``log_patch_stats``).
     - ``reject/<reason>`` = rejected patches per guard/apply/synthesis reason (``log_cgm_errors``).
     - ``planner_parse_error_rate`` = turns whose output did not parse / all turns (``log_planner_parse_errors``).
+    - ``loc/*`` = localisation of the gold patch's code (env/localisation.py): mean recall/precision in memory M
+      and working graph W, peak M recall, share of episodes that read a gold node and the mean step it happened
+      (episodes of tasks with a gold patch only).
     """
     if seconds <= 0:
         raise ValueError(f"episode_metrics: seconds must be > 0 (wall time of the batch), got {seconds}")
@@ -91,6 +94,24 @@ def episode_metrics(trajectories: Sequence[Trajectory], seconds: float, switches
         turns = [turn for t in trajectories for turn in t.turns]
         errors = sum(1 for turn in turns if turn.parse_error)
         out["planner_parse_error_rate"] = errors / len(turns) if turns else 0.0
+    out.update(localisation_metrics(t.info.get("localisation") for t in trajectories))
+    return out
+
+
+def localisation_metrics(records: Iterable[dict[str, Any] | None]) -> dict[str, float]:
+    """``loc/*`` means of episode localisation records (``info["localisation"]``, env/localisation.py) over the
+    episodes that had a gold patch (``loc/episodes`` counts them); {} when none had one."""
+    rows = [r for r in records if r]
+    if not rows:
+        return {}
+    n = len(rows)
+    out = {f"loc/{key}": sum(float(r.get(key, 0.0)) for r in rows) / n
+           for key in ("m_recall", "m_precision", "w_recall", "w_precision", "peak_m_recall")}
+    reads = [r["first_gold_read_step"] for r in rows if r.get("first_gold_read_step") is not None]
+    out["loc/gold_read_rate"] = len(reads) / n
+    if reads:
+        out["loc/first_gold_read_step"] = sum(reads) / len(reads)
+    out["loc/episodes"] = float(n)
     return out
 
 
