@@ -4,6 +4,7 @@ report is and how many steps ran versus came from the cache (a second run re-exe
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -44,6 +45,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pipeline finished in state {state.name}: {state.message}", file=sys.stderr)
         return 1
     report = Path(state.result())
+    learning = report.parent / "learning" / "learning.json"
+    if learning.is_file():  # the before/after table (eval.compare_stages): base -> SFT warm start -> GRPO
+        from graph_planner.training.learning_report import summary_lines
+
+        data = json.loads(learning.read_text(encoding="utf-8"))
+        print(f"learning ({data['synthesizer']} synthesiser, {data['episodes_per_task']} episode(s) per task):")
+        for line in summary_lines(data):
+            print(f"  {line}")
+        print(f"  {data['note']}")
     print(f"report: {report.resolve()}")
     return 0
 

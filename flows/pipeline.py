@@ -1,7 +1,8 @@
 """pipeline: the whole DAG, one task per step (each step is one hop from its graph_planner function):
 
     download + normalise -> docker manifest -> parallel prepull -> dataset registration
-      -> preflight -> GRPO training (local or Ray job) -> SWE-bench style eval -> report artifacts
+      -> preflight -> [trajectory SFT warm start] -> GRPO training (local or Ray job) -> SWE-bench style eval
+      -> [local backend: base / SFT / GRPO compared on the train and val tasks] -> report artifacts
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows import DEFAULT_CONFIG
 from flows.prepare_data import prepare
-from tasks.config import resolve_config
+from tasks.config import load_resolved, resolve_config
 from tasks.evaluation import evaluate_checkpoint, publish_report
+from tasks.learning import learning_report, sft_warm_start
 from tasks.preflight import preflight
 from tasks.training import run_training
 
@@ -28,5 +30,10 @@ def pipeline(config_path: str = DEFAULT_CONFIG, overrides: list[str] = []) -> st
     """
     config_file = resolve_config(config_path, overrides)
     registry = prepare(config_file)  # download + normalise -> manifest -> prepull -> register
-    checkpoint = run_training(preflight(config_file), registry)
-    return publish_report(config_file, evaluate_checkpoint(config_file, checkpoint), checkpoint)
+    checked = preflight(config_file)
+    warm_start = sft_warm_start(checked, registry)  # '' unless training.sft.enabled
+    checkpoint = run_training(checked, registry, warm_start)
+    config = load_resolved(checked)
+    compare = config.eval.compare_stages and config.training.backend == "local"
+    learning = learning_report(checked, warm_start, checkpoint) if compare else ""
+    return publish_report(config_file, evaluate_checkpoint(config_file, checkpoint), checkpoint, learning)

@@ -12,12 +12,13 @@ from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 from prefect.client.schemas.objects import TaskRun
 
-from tasks import config, data, evaluation, images, preflight, training
+from tasks import config, data, evaluation, images, learning, preflight, training
 
 #: Task name -> task, for every task the flows use.
 TASKS = {t.name: t for t in (config.resolve_config, data.download_and_normalise, data.build_manifest,
                              data.register_splits, images.select_images, images.prepull_image,
-                             preflight.preflight, training.run_training, training.submit_ray_job,
+                             preflight.preflight, learning.sft_warm_start, training.run_training,
+                             training.submit_ray_job, learning.learning_report,
                              evaluation.evaluate_checkpoint, evaluation.publish_report)}
 #: Steps that run every time by design (side effects or cheap checks): never counted as re-run.
 UNCACHED = {name for name, t in TASKS.items() if t.cache_policy is NO_CACHE}

@@ -1,4 +1,5 @@
-"""train: prepare the data (cached after the first run) -> preflight -> GRPO training (local, or a Ray job)."""
+"""train: prepare the data (cached after the first run) -> preflight -> [trajectory SFT warm start when
+training.sft.enabled] -> GRPO training (local, or a Ray job)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from flows import DEFAULT_CONFIG
 from flows.prepare_data import prepare
 from tasks.config import resolve_config
+from tasks.learning import sft_warm_start
 from tasks.preflight import preflight
 from tasks.training import run_training
 
@@ -23,4 +25,5 @@ def train(config_path: str = DEFAULT_CONFIG, overrides: list[str] = []) -> str: 
     """
     config_file = resolve_config(config_path, overrides)
     registry = prepare(config_file)
-    return run_training(preflight(config_file), registry)
+    checked = preflight(config_file)
+    return run_training(checked, registry, sft_warm_start(checked, registry))

@@ -37,6 +37,8 @@ EXAMPLES: dict[str, list[str]] = {
              "--sandbox docker --run-name nightly"],
     "train": ["gp train -c configs/experiments/local_debug.yaml --set training.total_steps=3",
               "gp train -c configs/experiments/planner_8g.yaml --dry-run"],
+    "sft": ["gp sft -c configs/experiments/local_debug.yaml --out runs/sft-demo",
+            "gp sft --source trajectories --trajectories runs/x/evals/abc/eval/trajectories --model-path Qwen/Qwen3-8B"],
 }
 
 

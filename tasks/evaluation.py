@@ -52,10 +52,11 @@ def evaluate_checkpoint(config_file: str, model: str | None = None) -> str:
 
 
 @task(name="publish-report", cache_policy=NO_CACHE)
-def publish_report(config_file: str, eval_dir: str, model: str | None = None) -> str:
+def publish_report(config_file: str, eval_dir: str, model: str | None = None, learning: str = "") -> str:
     """The report as the UI shows it (also when the evaluation came from the cache): a markdown artifact with the
     summary, the W&B run, the plots inline and the per-task table, plus a filterable table artifact; returns the
-    report path."""
+    report path: the eval's report.md, or with a ``learning`` dir (learning.md: base / SFT / GRPO before-after,
+    eval.compare_stages) the run's report.md holding the before-after table and the eval summary."""
     config = load_resolved(config_file)
     scope = run_scope(config.run_name)
     directory = Path(eval_dir)
@@ -86,4 +87,15 @@ def publish_report(config_file: str, eval_dir: str, model: str | None = None) ->
                              description=f"evaluation report of {config.run_name}")
     create_table_artifact(table=table_rows(rows, RESULT_COLUMNS), key=f"{scope}-eval-results",
                           description=f"per-task eval results of {config.run_name}")
-    return str(directory / "report.md")
+    if not learning:
+        return str(directory / "report.md")
+    table = (Path(learning) / "learning.md").read_text(encoding="utf-8")
+    create_markdown_artifact(markdown=table, key=f"{scope}-learning",
+                             description=f"base / SFT / GRPO before-after of {config.run_name}")
+    run_report = run_paths(config).report
+    curves = run_paths(config).training_curves
+    run_report.write_text("\n".join(
+        [f"# {config.run_name}", "", table, "## Evaluation", "", *report_md.splitlines()[1:], "",
+         f"Eval report files: `{directory}`", ""]
+        + ([f"![training curves]({curves.resolve()})", ""] if curves.is_file() else [])), encoding="utf-8")
+    return str(run_report)

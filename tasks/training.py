@@ -27,9 +27,12 @@ _VERL_STEP = re.compile(r"\bstep:(\d+)\b")
 
 @task(name="train", persist_result=True,
       cache_policy=step_cache("train", ("graph_planner",), InputFileContents(exclude=("config_file",))))
-def run_training(config_file: str, registry: str) -> str:
-    """Train to ``training.total_steps``; return the checkpoint to evaluate."""
+def run_training(config_file: str, registry: str, planner_model: str = "") -> str:
+    """Train to ``training.total_steps`` from ``planner_model`` (the SFT warm start; '' = ``paths.planner_model``);
+    return the checkpoint to evaluate."""
     config = load_resolved(config_file)
+    if planner_model:
+        config.paths.planner_model = planner_model
     bar = ProgressArtifact(f"{run_scope(config.run_name)}-training-progress",
                            f"GRPO steps of {config.run_name} ({config.training.backend})")
     if config.training.backend == "local":

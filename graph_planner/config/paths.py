@@ -54,6 +54,21 @@ class RunPaths:
         return self.run_dir / "training_curves.png"
 
     @property
+    def sft(self) -> Path:
+        """The trajectory SFT warm start (``sft/model`` = its HF model dir, ``sft/sft.json``)."""
+        return self.run_dir / "sft"
+
+    @property
+    def learning(self) -> Path:
+        """The base / SFT / GRPO before-after comparison (``learning.json``, ``learning.md``)."""
+        return self.run_dir / "learning"
+
+    @property
+    def report(self) -> Path:
+        """The run's report.md (learning table + eval summary) when the pipeline compares stages."""
+        return self.run_dir / "report.md"
+
+    @property
     def registry(self) -> Path:
         """Where `gp data register` writes datasets: ``<data.output_dir>/registry``."""
         return self.data_dir / REGISTRY

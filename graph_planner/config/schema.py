@@ -142,6 +142,30 @@ class CGMGenerationConfig(SamplingConfig):
     timeout_s: float = Field(120.0, gt=0, description="HTTP timeout of one synthesis request.")
 
 
+class SFTWarmStartConfig(Section):
+    """Trajectory SFT warm start before GRPO (graph_planner/training/sft.py, TRL's SFTTrainer)."""
+
+    affects = frozenset({"train"})
+    file_fields = frozenset({"trajectories_dir"})
+
+    enabled: bool = Field(False, description="Run the SFT warm start before GRPO (pipeline/train flows, gp sft).")
+    source: Literal["rule", "trajectories"] = Field(
+        "rule", description="rule = rule-policy episodes on the training tasks; trajectories = an eval run's files."
+    )
+    trajectories_dir: str | None = Field(None, description="source=trajectories: an eval run's trajectories/ dir.")
+    only_resolved: bool = Field(True, description="Keep only resolved episodes (rejection-sampling fine-tuning).")
+    episodes_per_task: int = Field(1, ge=1, description="source=rule: episodes per training task.")
+    exploration: float = Field(
+        0.0, ge=0.0, le=1.0, description="source=rule: chance that a node choice is random (episodes after the first "
+        "of each task), for varied demonstrations."
+    )
+    epochs: float = Field(3.0, gt=0, description="Passes over the SFT examples.")
+    max_steps: int = Field(-1, ge=-1, description="Optimiser steps (-1 = set by epochs).")
+    batch_size: int = Field(4, ge=1, description="Examples per optimiser step.")
+    lr: float = Field(1e-5, gt=0, description="Learning rate (constant).")
+    output_dir: str | None = Field(None, description="Where the SFT model goes (default <run dir>/sft).")
+
+
 class TrainingConfig(AlgorithmKeys, Section):
     affects = frozenset({"train"})
     file_fields = frozenset({"resume_from"})
@@ -193,6 +217,7 @@ class TrainingConfig(AlgorithmKeys, Section):
         None, ge=1, description="ROLL: trajectories one env instance may produce per step (null = derived, "
         "ceil(train_batch_size / env_groups); a smaller value is an error) (seed name env.max_traj_per_env)."
     )
+    sft: SFTWarmStartConfig = Field(default_factory=SFTWarmStartConfig)
 
     @field_validator("max_traj_per_env", mode="before")
     @classmethod
@@ -449,6 +474,10 @@ class EvalConfig(Section):
         1.0, gt=0, description="executor=ray: CPUs each episode reserves, so a node runs at most cpus/this at once."
     )
     model_name: str | None = Field(None, description="model_name_or_path in predictions.jsonl (default: run name).")
+    compare_stages: bool = Field(
+        False, description="pipeline, local backend: also play the base, SFT and GRPO models on the train and val "
+        "tasks (as rollouts do) and put the before/after table in the report."
+    )
     use_swebench_harness: bool = Field(
         False, description="Also grade predictions.jsonl with the official swebench harness (swebench-source tasks, "
                            "images present in the local Docker engine); its numbers go next to ours in the report."

@@ -18,11 +18,16 @@ from graph_planner.episode.turns import Trajectory
 log = logging.getLogger(__name__)
 
 
+def training_data_path(config: RunConfig) -> Path:
+    """``paths.dataset_train``, default ``<paths.data_dir>/train.jsonl``."""
+    return Path(config.paths.dataset_train or Path(config.paths.data_dir) / "train.jsonl")
+
+
 def load_training_tasks(config: RunConfig) -> tuple[list[TaskRecord], Path]:
     """Training tasks from ``paths.dataset_train`` (default ``<paths.data_dir>/train.jsonl``)."""
     from graph_planner.data.io import read_task_records
 
-    path = Path(config.paths.dataset_train or Path(config.paths.data_dir) / "train.jsonl")
+    path = training_data_path(config)
     if not path.exists():
         raise FileNotFoundError(f"training data not found: {path} (run `gp data prepare` or set "
                                 f"paths.dataset_train)")

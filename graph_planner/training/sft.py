@@ -1,0 +1,96 @@
+"""Trajectory SFT warm start (``gp sft``, the pipeline's ``sft`` step): fine-tune the planner on chat examples
+built from trajectories (:mod:`graph_planner.training.sft_data`) with TRL's ``SFTTrainer``; the result is an
+ordinary HF model dir that ``gp train`` takes as ``paths.planner_model``.
+
+Why TRL's SFTTrainer and not verl's SFT trainer: it trains in this process on whatever device is there (CPU for
+the toy model, one GPU for a real checkpoint; ``accelerate launch`` for several), takes HF model dirs in and out,
+and accepts pre-tokenised rows with a ``completion_mask`` (loss on the response tokens only), which lets us
+tokenise exactly as rollouts do. verl's SFT trainers run under torchrun with FSDP and read parquet files, so on a
+laptop they would need the same CPU shims the verl GRPO backend needs, for no gain at this size.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from graph_planner.config.schema import RunConfig
+
+log = logging.getLogger(__name__)
+
+MODEL_DIR = "model"
+
+
+@dataclass
+class SFTResult:
+    model_dir: Path
+    examples: int
+    episodes: int
+    episodes_kept: int
+    train_loss: float
+    seconds: float
+
+
+def sft_output_dir(config: RunConfig) -> Path:
+    """``training.sft.output_dir``, else ``<run dir>/sft``."""
+    from graph_planner.config.paths import run_paths
+
+    if config.training.sft.output_dir:
+        return Path(config.training.sft.output_dir)
+    return run_paths(config).sft
+
+
+def run_sft(config: RunConfig, out_dir: str | Path | None = None) -> SFTResult:
+    """Collect the examples, fine-tune ``paths.planner_model`` on them, save ``<out>/model`` (+ ``sft.json``)."""
+    import time
+
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import SFTConfig as TRLSFTConfig
+    from trl import SFTTrainer
+
+    from graph_planner.models.toy import resolve_model_path
+    from graph_planner.training.sft_data import collect_examples, tokenize_example
+
+    started = time.monotonic()
+    sft, t = config.training.sft, config.training
+    out = Path(out_dir) if out_dir is not None else sft_output_dir(config)
+    if t.torch_threads is not None:
+        torch.set_num_threads(t.torch_threads)
+    examples, counts = collect_examples(config)
+    base = resolve_model_path(config.paths.planner_model, config.paths.cache_dir)
+    tokenizer = AutoTokenizer.from_pretrained(config.paths.planner_tokenizer or base)
+    rows = [tokenize_example(e, tokenizer, t.max_prompt_length) for e in examples]
+    dataset = Dataset.from_list(rows)
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    work = out / "trainer"
+    args = TRLSFTConfig(
+        output_dir=str(work), num_train_epochs=sft.epochs, max_steps=sft.max_steps,
+        per_device_train_batch_size=sft.batch_size, learning_rate=sft.lr, lr_scheduler_type="constant",
+        warmup_steps=0, weight_decay=0.0, logging_steps=max(1, math.ceil(len(rows) / sft.batch_size)),
+        save_strategy="no", report_to=[], seed=config.experiment.seed, data_seed=config.experiment.seed,
+        completion_only_loss=True, max_length=None, packing=False, bf16=t.precision == "bf16",
+        use_cpu=not torch.cuda.is_available(), dataloader_num_workers=0, disable_tqdm=True,
+    )
+    trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
+    result = trainer.train()
+    model_dir = out / MODEL_DIR
+    if model_dir.exists():
+        shutil.rmtree(model_dir)
+    trainer.model.save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    shutil.rmtree(work, ignore_errors=True)
+    summary: dict[str, Any] = {"base_model": base, "source": sft.source, **counts,
+                               "train_loss": float(result.training_loss), "steps": int(result.global_step),
+                               "epochs": sft.epochs, "lr": sft.lr, "seconds": round(time.monotonic() - started, 2)}
+    (out / "sft.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    log.info("SFT warm start: %d example(s) from %d/%d episode(s), loss %.3f, %d step(s) -> %s", counts["examples"],
+             counts["episodes_kept"], counts["episodes"], summary["train_loss"], summary["steps"], model_dir)
+    return SFTResult(model_dir, counts["examples"], counts["episodes"], counts["episodes_kept"],
+                     summary["train_loss"], summary["seconds"])

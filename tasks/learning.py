@@ -1,0 +1,54 @@
+"""The steps around GRPO that make learning visible: the trajectory SFT warm start before it (when
+``training.sft.enabled``) and the before/after comparison of base, SFT and GRPO models after it.
+
+Both are cached like training (same config keys, library source and input file contents), so a second demo run
+re-executes neither.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import get_run_logger, task
+
+from graph_planner.config.paths import run_paths
+from tasks.caching import InputFileContents, step_cache
+from tasks.config import load_resolved
+
+_CACHE = step_cache("train", ("graph_planner",), InputFileContents(exclude=("config_file",)))
+
+
+@task(name="sft-warm-start", persist_result=True, cache_policy=_CACHE)
+def sft_warm_start(config_file: str, registry: str) -> str:
+    """Fine-tune ``paths.planner_model`` on trajectories; return the HF model dir ('' when SFT is disabled)."""
+    from graph_planner.training.sft import run_sft
+
+    config = load_resolved(config_file)
+    if not config.training.sft.enabled:
+        return ""
+    result = run_sft(config)
+    get_run_logger().info("SFT warm start: %d example(s) from %d/%d episode(s), loss %.3f -> %s", result.examples,
+                          result.episodes_kept, result.episodes, result.train_loss, result.model_dir)
+    return str(result.model_dir)
+
+
+@task(name="learning-report", persist_result=True, cache_policy=_CACHE)
+def learning_report(config_file: str, warm_start: str, checkpoint: str) -> str:
+    """Base vs SFT vs GRPO on the training and val tasks; return the dir holding learning.json / learning.md."""
+    from graph_planner.training.learning_report import compare_stages, summary_lines
+    from graph_planner.training.rollout import training_data_path
+
+    config = load_resolved(config_file)
+    stages = {"base": config.paths.planner_model}
+    if warm_start:
+        stages["sft"] = warm_start
+    stages["grpo"] = checkpoint
+    splits = {"train": str(training_data_path(config))}
+    val = Path(config.paths.dataset_val or Path(config.paths.data_dir) / "val.jsonl")
+    if val.exists():
+        splits["val"] = str(val)
+    out = run_paths(config).learning
+    report = compare_stages(config, stages, splits, out)
+    for line in summary_lines(report):
+        get_run_logger().info("%s", line)
+    return str(out)
