@@ -86,7 +86,7 @@ def test_rule_policy_with_oracle_resolves_only_what_it_localised(tmp_path):
     assert repair["status"] == "no_patch" and repair["reason"].startswith("oracle-withheld")
     assert missed.info["localisation"]["m_recall"] == 0.0 and missed.info["localisation"]["peak_m_recall"] == 0.0
 
-    metrics = episode_metrics([found, missed], 1.0, RunConfig())
+    metrics = episode_metrics([found, missed], 1.0, RunConfig().telemetry)
     assert metrics["loc/m_recall"] == 0.5 and metrics["loc/episodes"] == 2.0
     assert metrics["loc/gold_read_rate"] == pytest.approx(
         sum(t.info["localisation"]["first_gold_read_step"] is not None for t in (found, missed)) / 2)
