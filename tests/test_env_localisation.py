@@ -18,7 +18,7 @@ from graph_planner.episode.gold_sites import gold_sites
 from graph_planner.episode.patch import RepairRequest
 from graph_planner.episode.turns import Trajectory
 from graph_planner.models.oracle import OracleSynthesizer
-from graph_planner.models.synthesizers import make_synthesizer
+from graph_planner.models.synthesizers import NoSynthesizer, make_synthesizer
 from graph_planner.sandbox.factory import make_sandbox
 from graph_planner.telemetry.metrics import episode_metrics
 
@@ -108,7 +108,7 @@ def test_recall_and_precision_count_containing_nodes(tmp_path):
     task = sample_task(FOUND)
     config = RunConfig.model_validate({"paths": {"cache_dir": str(tmp_path)}})
     with make_sandbox(task, config, None, "test-loc") as sandbox:
-        env = PlannerEnv(task, sandbox, config, graph_cache=GraphCache(tmp_path / "graphs"))
+        env = PlannerEnv(task, sandbox, config, NoSynthesizer(), graph_cache=GraphCache(tmp_path / "graphs"))
         env.reset()
         graph = env.graph
     gold = gold_nodes(graph, task.gold_patch)

@@ -104,7 +104,12 @@ class LocalGRPOTrainer:
         self.run_dir = Path(run_dir or run_paths(config).run_dir)
         self.sampler = TaskSampler(len(self.tasks), self.t.train_batch_size, config.experiment.seed)
         self.waves = rollout_waves(self.t.train_batch_size, config.training.env_groups, config.training.max_traj_per_env)
-        self.max_steps = min(self.t.total_steps, math.ceil(self.t.total_epochs * len(self.tasks) / self.t.train_batch_size))
+        epoch_steps = math.ceil(self.t.total_epochs * len(self.tasks) / self.t.train_batch_size)
+        self.max_steps = min(self.t.total_steps, epoch_steps)
+        if epoch_steps < self.t.total_steps:
+            log.warning("training.total_steps=%d capped to %d by training.total_epochs=%d (%d tasks, %d per step): "
+                        "raise training.total_epochs to run every step", self.t.total_steps, epoch_steps,
+                        self.t.total_epochs, len(self.tasks), self.t.train_batch_size)
         self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         if self.t.torch_threads is not None:
             torch.set_num_threads(self.t.torch_threads)  # tiny CPU models lose more to thread hand-offs than they gain

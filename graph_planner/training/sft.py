@@ -45,8 +45,10 @@ def sft_output_dir(config: RunConfig) -> Path:
     return run_paths(config).sft
 
 
-def run_sft(config: RunConfig, out_dir: str | Path | None = None) -> SFTResult:
-    """Collect the examples, fine-tune ``paths.planner_model`` on them, save ``<out>/model`` (+ ``sft.json``)."""
+def run_sft(config: RunConfig, out_dir: str | Path | None = None,
+            collected: tuple[list[Any], dict[str, int]] | None = None) -> SFTResult:
+    """Collect the examples (or take ``collected`` = :func:`collect_examples`'s result), fine-tune
+    ``paths.planner_model`` on them, save ``<out>/model`` (+ ``sft.json``)."""
     import time
 
     import torch
@@ -63,7 +65,7 @@ def run_sft(config: RunConfig, out_dir: str | Path | None = None) -> SFTResult:
     out = Path(out_dir) if out_dir is not None else sft_output_dir(config)
     if t.torch_threads is not None:
         torch.set_num_threads(t.torch_threads)
-    examples, counts = collect_examples(config)
+    examples, counts = collected if collected is not None else collect_examples(config)
     base = resolve_model_path(config.paths.planner_model, config.paths.cache_dir)
     tokenizer = AutoTokenizer.from_pretrained(config.paths.planner_tokenizer or base)
     rows = [tokenize_example(e, tokenizer, t.max_prompt_length) for e in examples]
