@@ -31,9 +31,9 @@ def pipeline(config_path: str = DEFAULT_CONFIG, overrides: list[str] = []) -> st
     config_file = resolve_config(config_path, overrides)
     registry = prepare(config_file)  # download + normalise -> manifest -> prepull -> register
     checked = preflight(config_file)
-    warm_start = sft_warm_start(checked, registry)  # '' unless training.sft.enabled
-    checkpoint = run_training(checked, registry, warm_start)
     config = load_resolved(checked)
+    warm_start = sft_warm_start(checked, registry) if config.training.sft.enabled else ""
+    checkpoint = run_training(checked, registry, warm_start)
     compare = config.eval.compare_stages and config.training.backend == "local"
     learning = learning_report(checked, warm_start, checkpoint) if compare else ""
     return publish_report(config_file, evaluate_checkpoint(config_file, checkpoint), checkpoint, learning)

@@ -8,7 +8,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows import DEFAULT_CONFIG
 from flows.prepare_data import prepare
-from tasks.config import resolve_config
+from tasks.config import load_resolved, resolve_config
 from tasks.learning import sft_warm_start
 from tasks.preflight import preflight
 from tasks.training import run_training
@@ -26,4 +26,5 @@ def train(config_path: str = DEFAULT_CONFIG, overrides: list[str] = []) -> str: 
     config_file = resolve_config(config_path, overrides)
     registry = prepare(config_file)
     checked = preflight(config_file)
-    return run_training(checked, registry, sft_warm_start(checked, registry))
+    warm_start = sft_warm_start(checked, registry) if load_resolved(checked).training.sft.enabled else ""
+    return run_training(checked, registry, warm_start)
