@@ -28,8 +28,8 @@ class BuildSpec(BaseModel):
     workdir: str = Field("/testbed", description="Where the repository lives in the image.")
 
 
-#: Longest problem statement accepted (characters). SWE-bench Verified's longest is ~30k; a multi-megabyte
-#: "issue" is a broken row (or an attempt to flood the agent's context), rejected by row with this reason.
+#: Longest problem statement accepted (characters), far above real issue texts: a multi-megabyte "issue" is a
+#: broken row (or an attempt to flood the agent's context), rejected by row with this reason.
 MAX_PROBLEM_STATEMENT_CHARS = 200_000
 
 
