@@ -48,12 +48,12 @@ def eval_cmd(
     try:
         prepull_for_run(config.images, [config.paths.dataset_eval, config.paths.dataset_val])
         outcome = evaluate_dataset(config, console=console)
-    except (FileNotFoundError, ValueError, ConnectionError, RuntimeError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
     except RunLockedError as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(EXIT_RUN_LOCKED) from None
+    except (FileNotFoundError, ValueError, ConnectionError, RuntimeError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
     diagnostic = outcome.summary.get("diagnostic")
     table = Table(title=f"eval {config.run_name}" + (f" — DIAGNOSTIC ({diagnostic})" if diagnostic else ""))
     for column in ("label", "tasks", "resolved", "rate", "mean steps", "errors"):
