@@ -70,10 +70,11 @@ def bwrap_argv(root: Path, network: bool) -> list[str]:
             argv += ["--tmpfs", path]
         elif os.path.exists(path):
             argv += ["--ro-bind", "/dev/null", path]
+    argv += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/run", "--tmpfs", "/var/tmp"]
+    # after the empty /tmp: bwrap mounts in argv order, so a venv or checkout under /tmp (a CI clone) stays visible
     for path in interpreter_dirs():
         argv += ["--ro-bind", path, path]
-    argv += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/run", "--tmpfs", "/var/tmp",
-             "--bind", str(root), str(root),
+    argv += ["--bind", str(root), str(root),
              "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "gp-sandbox",
              "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     if not network:
