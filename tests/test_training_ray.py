@@ -26,7 +26,7 @@ from graph_planner.training.ray_job import (
     EXIT_FAILED,
     EXIT_REFUSED,
     EXIT_SUCCEEDED,
-    submit_training_job,
+    run_training_job,
     write_job_config,
 )
 
@@ -127,7 +127,7 @@ def test_dry_run_job_succeeds(ray_head, tmp_path, train_parquet):
     url, client = ray_head
     lines: list[str] = []
     config = job_config(tmp_path, url)
-    assert submit_training_job(config, entry_args(config, train_parquet), dry_run=True, sink=lines.append) == \
+    assert run_training_job(config, entry_args(config, train_parquet), dry_run=True, sink=lines.append).code == \
         EXIT_SUCCEEDED
     assert any('"dry_run": "ok"' in line for line in lines), lines[-20:]
     job = [j for j in client.list_jobs() if (j.metadata or {}).get("run_name") == "rayjob"][-1]
@@ -138,7 +138,7 @@ def test_training_on_a_gpu_less_cluster_is_refused_before_submit(ray_head, tmp_p
     url, client = ray_head
     before = len(client.list_jobs())
     config = job_config(tmp_path, url)
-    assert submit_training_job(config, entry_args(config, train_parquet), dry_run=False) == EXIT_REFUSED
+    assert run_training_job(config, entry_args(config, train_parquet), dry_run=False).code == EXIT_REFUSED
     assert "has 0 GPUs; the verl backend needs 8" in caplog.text
     assert len(client.list_jobs()) == before
 
@@ -148,14 +148,14 @@ def test_failing_entrypoint_exits_1(ray_head, tmp_path):
     lines: list[str] = []
     config = job_config(tmp_path, url)
     args = ["--config-file", str(tmp_path / "missing.yaml")]
-    assert submit_training_job(config, args, dry_run=True, sink=lines.append) == EXIT_FAILED
+    assert run_training_job(config, args, dry_run=True, sink=lines.append).code == EXIT_FAILED
     assert any("missing.yaml" in line and "not found" in line for line in lines), lines[-20:]
 
 
 def test_deadline_stops_the_job(ray_head, tmp_path, train_parquet, caplog):
     url, client = ray_head
     config = job_config(tmp_path, url, **{"resources.job_deadline_s": 1.0, "experiment.run_name": "late"})
-    assert submit_training_job(config, entry_args(config, train_parquet), dry_run=True, sink=lambda _: None) == \
+    assert run_training_job(config, entry_args(config, train_parquet), dry_run=True, sink=lambda _: None).code == \
         EXIT_FAILED
     assert "passed its deadline" in caplog.text
     job = [j for j in client.list_jobs() if (j.metadata or {}).get("run_name") == "late"][-1]

@@ -116,12 +116,12 @@ def test_gp_train_verl_without_gpus_stops_at_preflight(tmp_path):
 
 
 def test_unreachable_cluster_is_refused_with_the_address(tmp_path, caplog):
-    from graph_planner.training.ray_job import EXIT_REFUSED, submit_training_job
+    from graph_planner.training.ray_job import EXIT_REFUSED, run_training_job
 
     config = load_run_config(None, {"training.backend": "verl", "resources.ray_address": "http://127.0.0.1:1",
                                     "logging.output_dir": str(tmp_path)})
     logger = logging.getLogger("graph_planner.training.ray_job")
     state = f"disabled={logger.disabled} propagate={logger.propagate} level={logger.level}"  # seen flaky once
     caplog.set_level(logging.INFO, logger=logger.name)
-    assert submit_training_job(config, ["--config-file", "x.yaml"]) == EXIT_REFUSED
+    assert run_training_job(config, ["--config-file", "x.yaml"]).code == EXIT_REFUSED
     assert "cannot reach the Ray dashboard at http://127.0.0.1:1" in caplog.text, (state, caplog.text)

@@ -369,9 +369,3 @@ def run_training_job(config: RunConfig, entrypoint_args: Sequence[str], dry_run:
                    f"{run_dir / 'verl' / f'job-driver-{job_id}.log'}; resume with --set training.resume_from=auto")
         log.error("%s", message)
         return JobOutcome(EXIT_FAILED, job_id, address, message=message)
-
-
-def submit_training_job(config: RunConfig, entrypoint_args: Sequence[str], dry_run: bool = False,
-                        sink: Callable[[str], None] | None = None) -> int:
-    """``run_training_job``'s exit code (``gp train``)."""
-    return run_training_job(config, entrypoint_args, dry_run=dry_run, sink=sink).code
