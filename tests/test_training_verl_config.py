@@ -131,6 +131,26 @@ def test_hydra_values_round_trip_through_hydras_parser(value):
     assert parsed == value
 
 
+@pytest.mark.parametrize("preset", PRESETS)
+def test_preset_batching_passes_verls_own_config_check(preset):
+    """verl's validate_config (run by main_ppo before training) accepts each preset's batch layout; planner_8g's
+    grad_accum_steps 8 (seed 000 section 2) = 8 fixed micro-batches per GPU per optimiser step."""
+    from verl.utils.config import validate_config
+
+    cfg = compose_verl(preset_overrides(preset))
+    validate_config(cfg, use_reference_policy=bool(cfg.actor_rollout_ref.actor.use_kl_loss), use_critic=False)
+    if preset == "planner_8g":
+        actor = cfg.actor_rollout_ref.actor
+        per_gpu = actor.ppo_mini_batch_size * cfg.actor_rollout_ref.rollout.n // (cfg.trainer.n_gpus_per_node *
+                                                                                   cfg.trainer.nnodes)
+        assert actor.use_dynamic_bsz is False and per_gpu // actor.ppo_micro_batch_size_per_gpu == 8
+
+
+def test_grad_accum_that_does_not_divide_the_mini_batch_is_refused():
+    with pytest.raises(ValueError, match=r"grad_accum_steps \(3\) must divide"):
+        preset_overrides("planner_8g", **{"training.grad_accum_steps": 3})
+
+
 def _regenerate() -> None:
     GOLDEN.mkdir(parents=True, exist_ok=True)
     for preset in PRESETS:

@@ -131,7 +131,7 @@ def base_overrides(config: RunConfig, data_paths: VerlDataPaths, run_dir: str | 
         "actor_rollout_ref.model.path": config.paths.planner_model,
         "actor_rollout_ref.model.enable_gradient_checkpointing": t.gradient_checkpointing,
         "actor_rollout_ref.actor.ppo_mini_batch_size": t.ppo_mini_batch_size,
-        "actor_rollout_ref.actor.use_dynamic_bsz": True,
+        **micro_batches(config, layout),
         "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": token_budget,
         "actor_rollout_ref.actor.optim.lr": t.lr,
         "actor_rollout_ref.actor.optim.weight_decay": t.weight_decay,
@@ -177,6 +177,36 @@ def base_overrides(config: RunConfig, data_paths: VerlDataPaths, run_dir: str | 
         out["actor_rollout_ref.model.tokenizer_path"] = config.paths.planner_tokenizer
     if agent_loop_config_path is not None:
         out["actor_rollout_ref.rollout.agent.agent_loop_config_path"] = str(agent_loop_config_path)
+    return out
+
+
+def micro_batches(config: RunConfig, layout: GpuLayout) -> dict[str, Any]:
+    """``training.grad_accum_steps``: 1 = verl's dynamic batch size (a token budget decides the micro-batches);
+    N > 1 = each GPU's share of a mini-batch (``ppo_mini_batch_size x group_size / GPUs`` samples, as verl splits
+    it) goes through in N fixed micro-batches, i.e. N accumulated backward passes per optimiser step. Log-prob
+    passes stay dynamic."""
+    t = config.training
+    if t.grad_accum_steps <= 1:
+        return {"actor_rollout_ref.actor.use_dynamic_bsz": True}
+    per_gpu, rest = divmod(t.ppo_mini_batch_size * t.group_size, layout.total)
+    if rest or per_gpu % t.grad_accum_steps or per_gpu < t.grad_accum_steps:
+        raise ValueError(
+            f"training.grad_accum_steps ({t.grad_accum_steps}) must divide each GPU's mini-batch share: "
+            f"ppo_mini_batch_size ({t.ppo_mini_batch_size}) x group_size ({t.group_size}) / {layout.total} GPUs "
+            f"= {t.ppo_mini_batch_size * t.group_size / layout.total:g} samples; change one of them, or set "
+            "grad_accum_steps 1 (verl's dynamic batch size)")
+    micro = per_gpu // t.grad_accum_steps
+    out: dict[str, Any] = {
+        "actor_rollout_ref.actor.use_dynamic_bsz": False,
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": micro,
+        # verl asks for log-prob micro sizes whenever the actor's batching is fixed; the passes stay dynamic
+        "actor_rollout_ref.ref.log_prob_use_dynamic_bsz": True,
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": micro,
+        "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz": True,
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": micro,
+    }
+    if t.adv_estimator == "gae":
+        out["critic.ppo_micro_batch_size_per_gpu"] = micro
     return out
 
 
