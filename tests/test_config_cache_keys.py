@@ -1,4 +1,5 @@
-"""Cache keys come from the config's own declarations; seed key names still load; one backend precedence."""
+"""Cache keys come from the config's own declarations; seed key names still load; one precedence for the sandbox
+backend and the step budget (CLI > task > config)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pydantic import Field
 from graph_planner.config.cache_keys import stage_keys, undeclared_fields, walk_fields
 from graph_planner.config.loader import ConfigError, load_run_config
 from graph_planner.config.schema import RunConfig, Section
+from graph_planner.env.planner_env import step_budget
 from graph_planner.env.samples import sample_task
 from graph_planner.sandbox.factory import backend_for
 
@@ -74,3 +76,10 @@ def test_sandbox_backend_precedence_is_cli_then_task_then_config():
     config.backends.sandbox_override = "local"  # what --sandbox local sets
     assert backend_for(on_task, config) == "local"
     assert backend_for(on_task, config, explicit="docker") == "docker"
+
+
+def test_step_budget_is_cli_then_task_cap_over_config():
+    task = sample_task("graphplanner-samples__textkit-11").model_copy(update={"max_steps": 5})
+    assert step_budget(task, RunConfig.model_validate({"env": {"max_steps": 8}})) == 5  # the task caps
+    assert step_budget(task, RunConfig.model_validate({"env": {"max_steps": 3}})) == 3  # the run's budget
+    assert step_budget(task, RunConfig(), explicit=12) == 12  # --max-steps wins
