@@ -8,7 +8,9 @@ runs, the sandbox puts back the task's own version of
   PASS_TO_PASS test cannot be "kept passing" by rewriting it);
 - every file pytest (or the interpreter) reads for configuration: any ``conftest.py``, ``pytest.ini``,
   ``sitecustomize.py`` / ``usercustomize.py`` at any depth, and ``pyproject.toml`` / ``setup.cfg`` /
-  ``tox.ini`` whose pytest section the patch changed or added (their other sections stay as patched).
+  ``tox.ini`` whose pytest section the patch changed or added (their other sections stay as patched);
+- every test module (``test_*.py`` / ``*_test.py``) the patch added or changed: when a whole suite runs, such a
+  module is collected and could patch the package at import time; it never counts for grading anyway.
 
 Policy (chosen over rejecting such patches): **restore, and say so**. A changed file is reset to its base
 version, a new one is removed, and each action is listed in ``TestReport.guard`` (and in `gp grade`'s report),
@@ -21,6 +23,7 @@ The functions here are pure (bytes in, a plan out); the sandbox gathers the file
 from __future__ import annotations
 
 import configparser
+import fnmatch
 import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,8 +39,22 @@ CONFIG_BASENAMES = WHOLE_FILE_CONFIG + SECTION_CONFIG
 PYTEST_ENV_VARS = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")
 
 
+#: pytest's default test-module names. A patch's new or changed test module is not graded: it could patch the
+#: package at import (collection) time, and it never counts for FAIL_TO_PASS / PASS_TO_PASS anyway.
+TEST_MODULE_GLOBS = ("test_*.py", "*_test.py")
+
+
 def is_config_file(path: str) -> bool:
     return posixpath.basename(path) in CONFIG_BASENAMES
+
+
+def is_test_module(path: str) -> bool:
+    return any(fnmatch.fnmatchcase(posixpath.basename(path), glob) for glob in TEST_MODULE_GLOBS)
+
+
+def is_guarded(path: str) -> bool:
+    """Files the guard compares with the base commit (besides the task's own test files)."""
+    return is_config_file(path) or is_test_module(path)
 
 
 def pytest_section(path: str, data: bytes | None) -> str | None:
@@ -104,7 +121,8 @@ def plan_guard(base: dict[str, str], current: dict[str, str], test_files: set[st
                 continue  # the patch changed other sections (dependencies, flake8, ...): not a grading matter
             if old is None and pytest_section(path, new_bytes) is None:
                 continue  # a new file without a pytest section configures nothing
-        what = "test file" if is_test else ("pytest section of " + name if name in SECTION_CONFIG else name)
+        what = ("test file" if is_test else "pytest section of " + name if name in SECTION_CONFIG
+                else "test module" if is_test_module(path) else name)
         if old is None:
             plan.remove.append(path)
             plan.notes.append(f"removed {path}: a new {what} added by the patch is not used for grading")

@@ -4,11 +4,10 @@ what the patch changed, before the hidden tests are installed and the graded com
 
 from __future__ import annotations
 
-import posixpath
 import shlex
 from typing import Any
 
-from graph_planner.grading.guard import CONFIG_BASENAMES, plan_guard, test_file_paths
+from graph_planner.grading.guard import CONFIG_BASENAMES, TEST_MODULE_GLOBS, is_guarded, plan_guard, test_file_paths
 from graph_planner.sandbox.base import SandboxError
 from graph_planner.sandbox.patching import touched_files
 
@@ -16,7 +15,7 @@ _SEP = "\x01"
 
 
 def _find_config_cmd() -> str:
-    names = " -o ".join(f"-name {shlex.quote(n)}" for n in CONFIG_BASENAMES)
+    names = " -o ".join(f"-name {shlex.quote(n)}" for n in (*CONFIG_BASENAMES, *TEST_MODULE_GLOBS))
     # every depth, ignored and untracked files included (pytest reads them whatever git thinks); links too
     return f"find . -path ./.git -prune -o \\( {names} \\) \\( -type f -o -type l -o -type d \\) -print0"
 
@@ -57,19 +56,30 @@ class GuardRunner:
         if self._base_config is None:
             res = self.sb._git(f"ls-tree -r -z --name-only {self.sb.base_commit}", what="list the base tree")
             self._base_config = [p for p in res.stdout.split("\x00")
-                                 if p and posixpath.basename(p) in CONFIG_BASENAMES]
+                                 if p and is_guarded(p)]
         return self._base_config
 
     def run(self) -> list[str]:
-        """Reset / remove what the patch changed among guarded files; returns one note per action."""
+        """Reset / remove what the patch changed among guarded files; returns one note per action.
+
+        Two round trips whatever the repository's size: git names the tracked paths that differ from the base
+        (the tree was just snapshotted, so new files are in the index) and `find` names guarded files git
+        ignores; only those, plus the task's test files, are hashed and compared."""
         sb = self.sb
         base = sb.base_commit
-        candidates = sorted(set(self._base_config_files()) | self.test_files)
+        base_guarded = set(self._base_config_files())
+        first = sb._exec_raw(f"git -c core.quotepath=off diff --name-only -z --no-renames {base} --; "
+                             f"printf '{_SEP}'; {_find_config_cmd()}", sb.settings.exec_timeout, None)
+        changed_part, found_part = (first.stdout.split(_SEP) + [""])[:2]
+        changed = {p for p in changed_part.split("\x00") if p and (is_guarded(p) or p in self.test_files)}
+        found = {p.removeprefix("./") for p in found_part.split("\x00") if p}
+        candidates = sorted(changed | (found - base_guarded) | self.test_files)
+        if not candidates:
+            return []
         quoted = " ".join(shlex.quote(p) for p in candidates)
-        cmd = (f"git -c core.quotepath=off ls-tree -r -z {base} -- {quoted}; printf '{_SEP}'; "
-               f"{_find_config_cmd()}; printf '{_SEP}'; {_ids_cmd(candidates)}")
-        res = sb._exec_raw(cmd, sb.settings.exec_timeout, None)
-        base_part, found_part, current_part = (res.stdout.split(_SEP) + ["", ""])[:3]
+        res = sb._exec_raw(f"git -c core.quotepath=off ls-tree -r -z {base} -- {quoted}; printf '{_SEP}'; "
+                           f"{_ids_cmd(candidates)}", sb.settings.exec_timeout, None)
+        base_part, current_part = (res.stdout.split(_SEP) + [""])[:2]
         base_ids: dict[str, str] = {}
         wanted = set(candidates)
         for entry in base_part.split("\x00"):
@@ -78,11 +88,7 @@ class GuardRunner:
             if path in wanted and len(fields) == 3:
                 mode, _kind, blob = fields
                 base_ids[path] = blob if mode in ("100644", "100755") else ("link" if mode == "120000" else "other")
-        found = [p.removeprefix("./") for p in found_part.split("\x00") if p]
         current = _parse_ids(current_part)
-        extra = sorted(set(found) - set(candidates))
-        if extra:
-            current.update(_parse_ids(sb._exec_raw(_ids_cmd(extra), sb.settings.exec_timeout, None).stdout))
         plan = plan_guard(base_ids, current, self.test_files, self._read_pair)
         if plan.remove:
             sb._exec_raw("rm -rf -- " + " ".join(shlex.quote(p) for p in plan.remove), sb.settings.exec_timeout, None)

@@ -65,6 +65,15 @@ def test_steering_attack_is_graded_on_the_tasks_own_tests_and_config(attack, nam
     assert touched <= {note.split(" ", 2)[1].rstrip(":") for note in grade.guard}
 
 
+def test_a_whole_suite_run_does_not_collect_the_patchs_own_test_modules(attack):
+    """With no test_files the graded command runs the whole suite, which would collect a new test module that
+    patches the package at import: the guard removes it first."""
+    patch = attack.patch(STEERING_ATTACKS["new test module patching the package at collection"][0])
+    grade = grade_patch(attack.task(test_files=[]), patch, local_config(), attack.root, backend="local")
+    assert grade.status == "unresolved" and "tests/test_add.py::test_add" in grade.fail_to_pass["failure"]
+    assert grade.guard == ["removed tests/test_aaa.py: a new test module added by the patch is not used for grading"]
+
+
 def test_a_real_fix_with_a_force_pass_conftest_is_graded_on_the_fix_alone(attack):
     grade = grade_patch(attack.task(), attack.patch({"tests/conftest.py": FORCE_PASS_HOOK}, with_gold=True),
                         local_config(), attack.root, backend="local")
