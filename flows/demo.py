@@ -1,7 +1,8 @@
-"""``python -m flows.demo`` (what ``make demo`` runs): the pipeline flow on configs/experiments/local_learning.yaml
-(the embedded default set up to learn: SFT warm start -> GRPO with the oracle synthesiser -> eval), then the
-base / SFT / GRPO before-after table, where the report is, and how many steps ran versus came from the cache (a
-second run re-executes no cached step)."""
+"""``python -m flows.demo`` (what ``make demo`` runs): the pipeline flow on the embedded default, then where the
+report is and how many steps ran versus came from the cache (a second run re-executes no cached step).
+
+With ``--config configs/experiments/local_learning.yaml`` (SFT warm start -> GRPO with the oracle synthesiser ->
+eval, ``eval.compare_stages``) it also prints the base / SFT / GRPO before-after table."""
 
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ import os
 import sys
 from pathlib import Path
 
-from flows import DEMO_CONFIG
+from flows import DEFAULT_CONFIG
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m flows.demo", description=__doc__)
-    parser.add_argument("--config", default=DEMO_CONFIG, help="run config YAML (default: %(default)s)")
+    parser.add_argument("--config", default=DEFAULT_CONFIG, help="run config YAML (default: %(default)s)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="dotted override, repeatable: --set training.total_steps=1")
     args = parser.parse_args(argv)
