@@ -57,6 +57,15 @@ def test_eval_writes_predictions_results_report_and_plots(tmp_path, prepared):
     assert "baseline:gold" in (run_dir / "report.md").read_text()
 
 
+def test_an_oracle_run_is_labelled_diagnostic_in_every_output(tmp_path, prepared):
+    outcome = evaluate_dataset(rule_config(tmp_path, "oracle", limit=1), prepared)
+    run_dir = outcome.run_dir
+    assert outcome.summary["diagnostic"] == "oracle"
+    assert (run_dir / "report.md").read_text().startswith("# Evaluation report: ev-oracle — DIAGNOSTIC (oracle)")
+    [pred] = [json.loads(line) for line in (run_dir / "predictions.jsonl").read_text().splitlines()]
+    assert pred["model_name_or_path"] == "DIAGNOSTIC-oracle-synthesiser__ev-oracle"
+
+
 def test_eval_without_synthesiser_resolves_nothing(tmp_path, prepared):
     cfg = rule_config(tmp_path, "none", limit=2)
     outcome = evaluate_dataset(cfg, prepared)

@@ -96,6 +96,25 @@ def official_harness(config: RunConfig, tasks: list[TaskRecord], run_dir: Path,
     return grade
 
 
+#: Synthesisers whose patches come from the gold patch: every row of such a run says so (reports, predictions).
+DIAGNOSTIC_SYNTHESIZERS = ("gold", "oracle")
+
+
+def labelled_diagnostic(results_iter: Callable[[list[TaskRecord]], Iterable[TaskResult]],
+                        synthesizer: str) -> Callable[[list[TaskRecord]], Iterable[TaskResult]]:
+    """With a diagnostic synthesiser configured, every row carries ``info.diagnostic`` even when no repair ran in
+    its episode, so report.md/report.json/predictions.jsonl of the run are labelled whatever happened."""
+    if synthesizer not in DIAGNOSTIC_SYNTHESIZERS:
+        return results_iter
+
+    def labelled(todo: list[TaskRecord]) -> Iterator[TaskResult]:
+        for row in results_iter(todo):
+            row.info["diagnostic"] = row.info.get("diagnostic") or synthesizer
+            yield row
+
+    return labelled
+
+
 def evaluate_dataset(config: RunConfig, dataset: str | Path | None = None, console: Console | None = None,
                      on_result: Callable[[TaskResult, int, int], None] | None = None,
                      run_dir: str | Path | None = None) -> EvalOutcome:
@@ -123,6 +142,7 @@ def evaluate_dataset(config: RunConfig, dataset: str | Path | None = None, conso
         def results_iter(todo: list[TaskRecord]) -> Iterable[TaskResult]:
             return iter_local(todo, episode_fn, config.eval.batch_size)
 
+    results_iter = labelled_diagnostic(results_iter, config.backends.cgm_backend)
     from graph_planner.eval.tracking import publish_eval
     from graph_planner.telemetry.session import run_telemetry
 
