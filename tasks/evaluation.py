@@ -95,7 +95,8 @@ def publish_report(config_file: str, eval_dir: str, model: str | None = None, le
     run_report = run_paths(config).report
     curves = run_paths(config).training_curves
     run_report.write_text("\n".join(
-        [f"# {config.run_name}", "", table, "## Evaluation", "", *report_md.splitlines()[1:], "",
+        [f"# {config.run_name}", "", table, "## Evaluation", "",
+         *[line for line in report_md.splitlines()[1:] if not line.startswith("![")], "",  # eval-dir-relative plots
          f"Eval report files: `{directory}`", ""]
         + ([f"![training curves]({curves.resolve()})", ""] if curves.is_file() else [])), encoding="utf-8")
     return str(run_report)
