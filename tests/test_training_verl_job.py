@@ -3,14 +3,16 @@
 local Ray head, from a fresh output dir (data prepared and registered on the way).
 
 One module-scoped run of 2 steps; the tests then check its checkpoints, its telemetry, that `gp eval` takes its HF
-model dir, and that no Ray process of the job outlives `gp train`. The fault test kills a resumed run mid-flight
-and resumes it again to step 3. (Ray and verl start-up dominate: about 1.5-3 min per job on 2 busy cores.)
+model dir, and that no Ray process of the job outlives `gp train`. The fault tests kill a resumed run mid-flight
+and resume it again to step 3, and run a job whose FSDP worker cannot load the model. (Ray and verl start-up dominate: about 1.5-3 min per job on 2 busy cores.)
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -131,3 +133,22 @@ def test_a_killed_run_names_its_job_and_log_leaves_no_ray_process_and_resumes(tw
     assert again.returncode == 0, again.stdout[-4000:] + again.stderr[-4000:]
     assert (run_dir / "checkpoints" / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
     assert "step:3 -" in again.stdout and "step:1 -" not in again.stdout  # resumed from step 2, not retrained
+
+
+def test_a_job_failing_in_a_worker_names_its_job_and_log_and_leaves_no_ray_process(tmp_path):
+    """The FSDP worker cannot load the model's weights (a truncated safetensors file; config and tokenizer load)."""
+    from graph_planner.models.toy import ensure_toy_checkpoint
+
+    broken = tmp_path / "broken_model"
+    shutil.copytree(ensure_toy_checkpoint(ROOT / ".cache" / "graph_planner"), broken)
+    (broken / "model.safetensors").write_bytes(b"not a safetensors file")
+    before = head_pids()
+    done = gp(train_args(tmp_path, "--set", f"paths.planner_model={broken}", "--set", "paths.cgm_model=toy",
+                         "--set", "experiment.run_name=broken"), cwd=ROOT)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    log = tmp_path / "runs" / "broken" / "verl"
+    match = re.search(r"error: Ray job (gp-broken-\S+) did not succeed; its log: (\S+)", done.stderr)
+    assert match, done.stderr[-3000:]
+    assert Path(match.group(2)) == log / f"job-driver-{match.group(1)}.log" and Path(match.group(2)).is_file()
+    assert "safetensors" in Path(match.group(2)).read_text(errors="replace").lower()
+    assert head_pids() <= before, "a failed job left Ray processes behind"
