@@ -3,7 +3,7 @@
 #
 # Idempotent and fast when everything is already up. If a Docker engine already answers (DOCKER_HOST or the
 # default socket) it is used as is; otherwise, as root, this script installs Debian's docker.io / debootstrap /
-# docker-registry when missing and starts its own dockerd (no iptables, no bridge, its own socket and data root;
+# docker-registry (and bubblewrap, the local sandbox's isolation wrapper) when missing and starts its own dockerd (no iptables, no bridge, its own socket and data root;
 # storage overlay2 when the kernel supports it — container start ~1 s instead of ~5-10 s on vfs — else vfs).
 # Everything it starts is recorded by pid under .cache/docker/ in the repo, so scripts/docker-down.sh stops only
 # that. The base image graph-planner/base:bookworm is made with debootstrap + `docker import` (nothing is pulled).
@@ -47,6 +47,8 @@ install_packages() {
   command -v debootstrap >/dev/null || missing+=(debootstrap)
   command -v docker-registry >/dev/null || missing+=(docker-registry)
   command -v docker >/dev/null || missing+=(docker.io)
+  # not Docker, but the same root-only set-up step: the local sandbox's isolation wrapper (sandbox/isolation.py)
+  command -v bwrap >/dev/null || missing+=(bubblewrap)
   ((${#missing[@]} == 0)) && return 0
   [[ $EUID -eq 0 ]] || die "missing ${missing[*]} and not root: install them (apt-get install ${missing[*]})"
   log "installing ${missing[*]} (apt-get)"
@@ -173,7 +175,7 @@ build_base_image() {
 
 if engine_answers; then
   log "using the engine at ${DOCKER_HOST:-the default socket}"
-  command -v docker-registry >/dev/null || install_packages
+  { command -v docker-registry >/dev/null && command -v bwrap >/dev/null; } || install_packages
 else
   install_packages
   start_dockerd
