@@ -15,6 +15,7 @@ times; over seeds the mean rise and its spread (min, max, population std).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -68,8 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = Path(args.out_dir)
     extra = dict(parse_set_override(item) for item in args.overrides)
     data = prepare(out_dir)
-    runs = [run_learning(seed_config(out_dir, data, seed, args.steps, extra), window=args.window)
-            for seed in args.seeds]
+    with contextlib.redirect_stdout(sys.stderr):  # TRL prints its loss dicts; stdout carries only the JSON
+        runs = [run_learning(seed_config(out_dir, data, seed, args.steps, extra), window=args.window)
+                for seed in args.seeds]
     rises = [r["rise"] for r in runs]
     result = {
         "benchmark": "env_learning",
