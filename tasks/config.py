@@ -6,14 +6,19 @@ config values each step reads (see :class:`tasks.caching.ConfigKeys`).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from prefect import task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
-from graph_planner.config.loader import SECRET_PATHS, load_run_config, parse_set_override
+from graph_planner.config.loader import (
+    SECRET_PATHS,
+    dump_config_yaml,
+    load_run_config,
+    parse_set_override,
+    write_resolved_config,
+)
 from graph_planner.config.schema import RunConfig
 from graph_planner.telemetry.redact import is_secret_key
 from tasks.artifacts import run_scope
@@ -36,16 +41,15 @@ def overrides_to_dict(overrides: list[str], extra: dict[str, Any] | None = None)
 @task(name="resolve-config", cache_policy=NO_CACHE)
 def resolve_config(config_path: str, overrides: list[str], extra: dict[str, Any] | None = None) -> str:
     """Merge and validate the run config, write ``<run dir>/resolved_config.yaml`` and return its path."""
-    merged = overrides_to_dict(overrides, extra)
-    if load_run_config(config_path, cli_overrides=merged, write=False).logging.wandb.group is None:
-        merged["logging.wandb.group"] = flow_run_group()  # this flow run's W&B runs (train + eval) sit together
-    config = load_run_config(config_path, cli_overrides=merged, write=True)
-    assert config.resolved_config_path is not None
-    text = Path(config.resolved_config_path).read_text(encoding="utf-8")  # secret-free by construction
+    config = load_run_config(config_path, cli_overrides=overrides_to_dict(overrides, extra))
+    if config.logging.wandb.group is None:
+        config.logging.wandb.group = flow_run_group()  # this flow run's W&B runs (train + eval) sit together
+    path = write_resolved_config(config)
+    text = dump_config_yaml(config)  # what was just written: secret-free by construction
     create_markdown_artifact(
-        markdown=f"# Resolved config: {config.run_name}\n\n`{config.resolved_config_path}`\n\n```yaml\n{text}```\n",
+        markdown=f"# Resolved config: {config.run_name}\n\n`{path}`\n\n```yaml\n{text}```\n",
         key=f"{run_scope(config.run_name)}-resolved-config", description=f"resolved config of {config.run_name}")
-    return config.resolved_config_path
+    return str(path)
 
 
 def flow_run_group() -> str | None:

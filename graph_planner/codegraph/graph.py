@@ -7,7 +7,7 @@ incremental update can replace exactly what a changed file contributed. Build lo
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -161,12 +161,13 @@ class CodeGraph:
         """Every module name `path` answers to (its module name and its repo-path alias)."""
         return [name for name in (self.module_of.get(path), self.module_alias.get(path)) if name]
 
-    def innermost_at(self, path: str, line: int) -> str | None:
-        """Id of the smallest class/function/attribute of `path` whose span holds `line` (else the file)."""
+    def innermost_at(self, path: str, line: int, kinds: Container[NodeKind] | None = None) -> str | None:
+        """Id of the smallest class/function/attribute (of ``kinds``, when given) of `path` whose span holds `line`
+        (else the file)."""
         best: Node | None = None
         for node_id in self.file_nodes.get(path, ())[1:]:
             node = self.nodes[node_id]
-            if node.start_line <= line <= node.end_line and (
+            if (kinds is None or node.kind in kinds) and node.start_line <= line <= node.end_line and (
                     best is None or node.end_line - node.start_line < best.end_line - best.start_line):
                 best = node
         if best is not None:

@@ -26,23 +26,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from graph_planner.codegraph import CodeGraph, Node, NodeKind
+from graph_planner.codegraph import CodeGraph, NodeKind
 from graph_planner.episode.gold_sites import gold_sites
 
 _CODE_KINDS = (NodeKind.FUNCTION, NodeKind.CLASS)
-
-
-def _innermost_code_node(graph: CodeGraph, path: str, line: int) -> str | None:
-    best: Node | None = None
-    for node_id in graph.file_nodes.get(path, ()):
-        node = graph.nodes[node_id]
-        if node.kind in _CODE_KINDS and node.start_line <= line <= node.end_line and (
-                best is None or node.end_line - node.start_line < best.end_line - best.start_line):
-            best = node
-    if best is not None:
-        return best.id
-    ids = graph.file_nodes.get(path)
-    return ids[0] if ids else None
 
 
 def gold_nodes(graph: CodeGraph, patch: str) -> list[str]:
@@ -50,7 +37,7 @@ def gold_nodes(graph: CodeGraph, patch: str) -> list[str]:
     out: list[str] = []
     for path, lines in gold_sites(patch).items():
         for line in lines:
-            node_id = _innermost_code_node(graph, path, line)
+            node_id = graph.innermost_at(path, line, _CODE_KINDS)
             if node_id is not None and node_id not in out:
                 out.append(node_id)
     return out

@@ -18,7 +18,7 @@ from graph_planner.episode.results import TestReport
 from graph_planner.grading.r2e_grade import expected_output_diff
 from graph_planner.models.synthesizers import PatchSynthesizer
 from graph_planner.sandbox.base import PatchRejected, Sandbox, SandboxError
-from graph_planner.sandbox.patching import check_patch, touched_files
+from graph_planner.sandbox.patching import check_patch
 
 RepairStatus = Literal["kept", "rolled_back", "rejected", "no_patch", "dry_run"]
 _PASSING = ("PASSED", "XFAIL")
@@ -127,13 +127,7 @@ class RepairCycle:
 
     @staticmethod
     def _protected_paths(task: TaskRecord) -> set[str]:
-        paths = {task.hidden_tests_dir.strip("/").split("/")[-1] or "r2e_tests", "r2e_tests"}
-        if task.test_patch:
-            try:
-                paths |= set(touched_files(task.test_patch))
-            except PatchRejected:
-                pass
-        return paths
+        return {task.hidden_tests_dir.strip("/").split("/")[-1] or "r2e_tests", "r2e_tests"} | hidden_test_files(task)
 
     def run_failing_tests(self, kind: str = "run_tests") -> TestSummary:
         """Run the task's failing tests on the current tree (the `run_tests` action, and repair's check)."""
