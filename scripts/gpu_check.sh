@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# The GPU check (docs/training.md, "GPU check"): on a machine with one NVIDIA GPU and no network, run
+#   1. benchmarks/gpu_heartbeat.py --load: NVML sees the GPU, its utilisation is higher under a matmul load;
+#   2. `gp data prepare` on the bundled sample (local_debug.yaml; the R2E-Gym split only: training reads no other);
+#   3. `gp train` with the local backend on the toy model, 2 steps, once per training.precision (fp32, bf16, fp16),
+#      in-process (scripts/gpu_check.py), so that it can report the trainer's device and the CUDA memory it took;
+#   4. the tests whose path changes with a GPU: local trainer (cuda, bf16 autocast, fp16 allowed), GRPO, heartbeat.
+# The machine's python3 is used as it is (torch, transformers, tokenizers, numpy, pyarrow, pytest, ...); the
+# project's other imports travel as wheels in .whl/ (made here by scripts/gpu_wheels.sh) and are installed into a
+# private --target dir. Ray (76 MiB) does not travel: where it is missing, a stub package stands in for it, since
+# the local backend imports only verl's core_algos, and verl's package imports ray at its top without calling it.
+# The local sandbox keeps its default isolation (sandbox.local_isolation=auto): without a usable bwrap it falls
+# back to `unshare -n`, or to none, with a warning in the log.
+#
+# Results in $OUT (the device tool's output folder; default runs/gpu-check), 6 files: summary.json (every step's
+# rc and seconds, and what each read), gpu_check.log (all output), heartbeat.json, metrics_<precision>.jsonl.
+# Every step together gets BUDGET_S seconds; the exit status is the number of failed steps.
+#
+#   bash scripts/gpu_check.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/runs/gpu-check}
+WORK=/tmp/gpu-check
+SITE=$WORK/site
+CONFIG=configs/experiments/local_debug.yaml
+BUDGET_S=400  # every step together: the device run's timeout_s should leave a minute above it
+rm -rf "$WORK" runs/gpu-check-train-*  # a warm machine keeps ignored paths: no resume from an earlier try
+mkdir -p "$OUT" "$WORK"
+exec > >(tee "$OUT/gpu_check.log") 2>&1
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+FAILED=0
+STEPS=$WORK/steps.jsonl  # one line per step: rc, seconds
+FACTS=$WORK/facts.jsonl  # one line per step that reads something (scripts/gpu_check.py)
+: >"$STEPS"
+: >"$FACTS"
+
+# step NAME LIMIT_S CMD...: run CMD under min(LIMIT_S, what is left of BUDGET_S), record its rc and seconds, and
+# rewrite summary.json, so that a run stopped by the device's own limit still brings back what it did
+step() {
+  local name=$1 limit=$2 t0=$SECONDS rc left
+  shift 2
+  left=$((BUDGET_S - SECONDS))
+  [ "$left" -lt "$limit" ] && limit=$left
+  if [ "$limit" -le 0 ]; then
+    echo "=== $name: skipped, the ${BUDGET_S}s budget is spent"
+    rc=124
+  else
+    echo "=== $name (limit ${limit}s): $*"
+    timeout "$limit" "$@"
+    rc=$?
+  fi
+  echo "=== $name: rc=$rc in $((SECONDS - t0))s"
+  [ "$rc" -eq 0 ] || FAILED=$((FAILED + 1))
+  printf '{"step": "%s", "rc": %d, "s": %d}\n' "$name" "$rc" "$((SECONDS - t0))" >>"$STEPS"
+  python3 scripts/gpu_check.py summary "$STEPS" "$FACTS" "$OUT/summary.json" "$FAILED"
+}
+
+echo "=== machine"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+git --version
+command -v bwrap || echo "bwrap: absent"
+echo "cpus: $(nproc)"
+
+if [ -d .whl ]; then
+  step install 120 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target "$SITE" .whl/*.whl
+else
+  echo "no .whl/ here: using the packages python3 already has"
+fi
+export PYTHONPATH=$SITE:$PWD
+if ! python3 -c "import ray" 2>/dev/null; then
+  mkdir -p "$WORK/stub/ray"
+  cat >"$WORK/stub/ray/__init__.py" <<'EOF'
+"""Stand-in for Ray (scripts/gpu_check.sh): verl's package imports ray at its top; the local backend never calls it."""
+__version__ = "0.0.0+gpu-check-stub"
+
+
+class ObjectRef:  # verl.protocol annotates with ray.ObjectRef at class level
+    pass
+
+
+def is_initialized() -> bool:  # the heartbeat's ray/* sampler asks; no Ray runs here
+    return False
+
+
+def __getattr__(name: str):
+    raise AttributeError(f"ray.{name}: Ray is not installed here (scripts/gpu_check.sh put this stub in its place)")
+EOF
+  export PYTHONPATH=$PYTHONPATH:$WORK/stub  # last: a real ray, where there is one, still wins
+  echo "ray: not installed, a stub stands in"
+fi
+
+step env 60 python3 scripts/gpu_check.py env "$FACTS"
+step heartbeat 60 bash -c 'python3 benchmarks/gpu_heartbeat.py --samples 10 --interval 0.5 --load >"$1"' _ \
+  "$OUT/heartbeat.json"
+step heartbeat_check 20 python3 scripts/gpu_check.py heartbeat "$OUT/heartbeat.json" "$FACTS"
+step prepare 60 python3 -m graph_planner.cli data prepare -c "$CONFIG" --skip-swebench
+for precision in fp32 bf16 fp16; do
+  step "train_$precision" 90 python3 scripts/gpu_check.py train "$precision" "$CONFIG" "$FACTS"
+  metrics=runs/gpu-check-train-$precision/metrics.jsonl
+  if [ -f "$metrics" ]; then cp "$metrics" "$OUT/metrics_$precision.jsonl"; fi
+done
+# -m "not ray": those tests start a real Ray head
+step tests 150 python3 -m pytest -q -p no:cacheprovider -m "not ray" tests/test_training_local.py \
+  tests/test_training_grpo.py tests/test_telemetry_heartbeat.py
+
+cat "$OUT/summary.json"
+exit "$FAILED"
