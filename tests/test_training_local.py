@@ -83,7 +83,8 @@ def fixed_rollout(policy, tasks, group_size):
 
 
 def weights(model):
-    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+    """A CPU copy of the model's weights (comparable with a checkpoint reloaded on CPU, also on a GPU machine)."""
+    return {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
 
 
 def test_step_updates_policy_and_reports_metrics(tmp_path, cache_dir):
@@ -175,7 +176,15 @@ def test_gradient_accumulation_gives_the_same_update(tmp_path, cache_dir, mode):
         trainer = LocalGRPOTrainer(config, fixed_rollout, TASKS)
         trainer.train_step()
         results.append(weights(trainer.model))
-    assert all(torch.allclose(results[0][k], results[1][k], atol=1e-6) for k in results[0])
+        on_gpu = trainer.device.type == "cuda"
+    if not on_gpu:
+        assert all(torch.allclose(results[0][k], results[1][k], atol=1e-6) for k in results[0])
+        return
+    # GPU kernels reduce in a shape-dependent order, so gradients differ in the last bits; AdamW's first step
+    # moves a weight by about lr * sign(grad), which turns that noise into a sign flip where a gradient is ~0.
+    # The same update there means: nearly every weight equal to 1e-5, none further apart than a flipped step.
+    diffs = torch.cat([(results[0][k] - results[1][k]).abs().flatten().float() for k in results[0]])
+    assert (diffs <= 1e-5).float().mean() >= 0.999 and diffs.max() <= 2.5e-3
 
 
 def test_mini_batches_make_several_updates_per_step(tmp_path, cache_dir):
