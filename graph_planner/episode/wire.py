@@ -21,7 +21,6 @@ from pydantic import ValidationError
 from graph_planner.episode.actions import (
     ACTION_NAMES,
     ActionBase,
-    action_to_dict,
     action_tool_schemas,
     validate_action,
 )
@@ -156,8 +155,11 @@ def parse_action(model_output: Any) -> ActionBase:
 
 
 def render_action(action: ActionBase) -> str:
-    """The canonical text form of an action (what a model should emit in text mode)."""
-    return json.dumps(action_to_dict(action), ensure_ascii=False, separators=(", ", ": "))
+    """The canonical text form of an action (what a model should emit in text mode): arguments left at their
+    defaults are omitted, so the form is as short as the action allows (a small model imitates it more easily)."""
+    arguments = action.model_dump(exclude={"name"}, exclude_defaults=True)
+    return json.dumps({"name": action.name, "arguments": arguments},  # type: ignore[attr-defined]
+                      ensure_ascii=False, separators=(", ", ": "))
 
 
 def render_tool_call(action: ActionBase, call_id: str = "call_0") -> dict[str, Any]:

@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from graph_planner.agents.model_policy import ModelPolicy
-from graph_planner.agents.rule_policy import RulePolicy
+from graph_planner.agents.rule_policy import RulePolicy, issue_queries
 from graph_planner.config.schema import RunConfig
-from graph_planner.episode.actions import ActionBase, ExploreExpand, MemoryCommit, Read
+from graph_planner.episode.actions import ActionBase, ExploreExpand, ExploreFind, MemoryCommit, Read, Repair
 from graph_planner.episode.turns import Turn
 
 log = logging.getLogger(__name__)
@@ -44,20 +44,40 @@ class SFTExample:
 
 
 class ExploringRulePolicy(RulePolicy):
-    """The rule policy with seeded exploration: with probability ``epsilon`` a node it would expand, read or
-    commit is swapped for another code node of the last listing (find/expand result), so demonstrations vary."""
+    """The SFT demonstrator: the rule policy's flow, written compactly, with seeded exploration.
+
+    Compact (``compact=True``): a commit holds the read node only and a repair carries a one-line plan and no
+    target ids (the synthesiser works from memory M), so every response is a few dozen tokens that a small model
+    can imitate. Exploration: with probability ``epsilon`` the search query is another name from the issue, and a
+    node it would expand, read or commit is swapped for another code node of the last listing, so demonstrations
+    differ from episode to episode (and include detours that GRPO can learn to avoid)."""
 
     name = "rule-exploring"
+    SHORT_PLAN = "Fix the issue in the code in memory."
 
-    def __init__(self, epsilon: float, seed: int, max_repairs: int = 1) -> None:
+    def __init__(self, epsilon: float, seed: int, max_repairs: int = 1, compact: bool = True) -> None:
         super().__init__(max_repairs)
         self.epsilon = epsilon
+        self.compact = compact
         self.rng = random.Random(seed)
 
     def next_action(self, obs: dict[str, Any], history: list[Turn]) -> ActionBase:
-        action = super().next_action(obs, history)
+        action = self._explore(super().next_action(obs, history), obs)
+        if not self.compact:
+            return action
+        if isinstance(action, MemoryCommit):
+            return MemoryCommit(node_ids=action.node_ids[:1])
+        if isinstance(action, Repair):
+            return Repair(plan=self.SHORT_PLAN)
+        return action
+
+    def _explore(self, action: ActionBase, obs: dict[str, Any]) -> ActionBase:
         if self.epsilon <= 0 or self.rng.random() >= self.epsilon:
             return action
+        if isinstance(action, ExploreFind):
+            issue = obs.get("issue", {})
+            queries = issue_queries(issue.get("text", ""), issue.get("title", ""))
+            return action.model_copy(update={"query": self.rng.choice(queries)}) if queries else action
         listed = [n["id"] for n in (obs.get("result") or {}).get("nodes", []) if n.get("kind") in ("FUNCTION",
                                                                                                    "CLASS")]
         if not listed:
