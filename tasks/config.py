@@ -19,6 +19,7 @@ from graph_planner.config.loader import (
     parse_set_override,
     write_resolved_config,
 )
+from graph_planner.config.run_dirs import claim_run_dir
 from graph_planner.config.schema import RunConfig
 from graph_planner.telemetry.redact import is_secret_key
 from tasks.artifacts import run_scope
@@ -40,8 +41,10 @@ def overrides_to_dict(overrides: list[str], extra: dict[str, Any] | None = None)
 
 @task(name="resolve-config", cache_policy=NO_CACHE)
 def resolve_config(config_path: str, overrides: list[str], extra: dict[str, Any] | None = None) -> str:
-    """Merge and validate the run config, write ``<run dir>/resolved_config.yaml`` and return its path."""
+    """Merge and validate the run config, claim the run's directory (an unnamed run: a fresh ``<name>-<UTC
+    stamp>``, recorded in the file, in no cache key), write ``<run dir>/resolved_config.yaml``, return its path."""
     config = load_run_config(config_path, cli_overrides=overrides_to_dict(overrides, extra))
+    claim_run_dir(config)
     if config.logging.wandb.group is None:
         config.logging.wandb.group = flow_run_group()  # this flow run's W&B runs (train + eval) sit together
     path = write_resolved_config(config)

@@ -15,7 +15,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.transactions import get_transaction
 
-from graph_planner.config.paths import run_paths
+from graph_planner.config.paths import RESOLVED_CONFIG, TRAINING_CURVES, run_paths
 from graph_planner.eval.results import ResultsStore, TaskResult
 from tasks.artifacts import ProgressArtifact, inline_plots, run_scope, table_rows
 from tasks.caching import InputFileContents, step_cache
@@ -51,6 +51,16 @@ def evaluate_checkpoint(config_file: str, model: str | None = None) -> str:
     return str(outcome.run_dir)
 
 
+def producing_run_dir(output: Path, default: Path) -> Path:
+    """The run directory that wrote ``output`` (a checkpoint, an eval dir: the nearest parent holding a resolved
+    config), else ``default``: a cached rerun of an unnamed run has a fresh directory of its own, while its
+    checkpoint, curves, eval and comparison are the first run's."""
+    for parent in output.parents:
+        if (parent / RESOLVED_CONFIG).is_file():
+            return parent
+    return default
+
+
 @task(name="publish-report", cache_policy=NO_CACHE)
 def publish_report(config_file: str, eval_dir: str, model: str | None = None, learning: str = "") -> str:
     """The report as the UI shows it (also when the evaluation came from the cache): a markdown artifact with the
@@ -76,7 +86,8 @@ def publish_report(config_file: str, eval_dir: str, model: str | None = None, le
                if "wandb_offline_dir" in tracking else []),
              f"| report files | `{directory}` (report.md, report.json, predictions.jsonl, results.jsonl) |",
              f"| resolved config | `{config_file}` |", ""]
-    lines += inline_plots({"Training curves": run_paths(config).training_curves,
+    curves = producing_run_dir(Path(model) if model else directory, run_paths(config).run_dir) / TRAINING_CURVES
+    lines += inline_plots({"Training curves": curves,
                            "Resolved rate": directory / "resolved_rate.png",
                            "Outcomes": directory / "outcomes.png",
                            "Steps per episode": directory / "steps_hist.png"})
@@ -92,8 +103,7 @@ def publish_report(config_file: str, eval_dir: str, model: str | None = None, le
     table = (Path(learning) / "learning.md").read_text(encoding="utf-8")
     create_markdown_artifact(markdown=table, key=f"{scope}-learning",
                              description=f"base / SFT / GRPO before-after of {config.run_name}")
-    run_report = run_paths(config).report
-    curves = run_paths(config).training_curves
+    run_report = Path(learning).parent / "report.md"  # the run dir that made the comparison (see above)
     run_report.write_text("\n".join(
         [f"# {config.run_name}", "", table, "## Evaluation", "",
          *[line for line in report_md.splitlines()[1:] if not line.startswith("![")], "",  # eval-dir-relative plots

@@ -14,6 +14,7 @@ from pydantic import SecretStr, ValidationError
 
 from graph_planner.config.aliases import canonical_key, move_seed_keys
 from graph_planner.config.paths import RESOLVED_CONFIG, run_paths
+from graph_planner.config.run_dirs import claim_run_dir
 from graph_planner.config.schema import RunConfig
 
 log = logging.getLogger(__name__)
@@ -143,8 +144,11 @@ def load_run_config(
     """Merge defaults < YAML < CLI into one validated RunConfig.
 
     ``cli_overrides`` maps dotted keys to values for every flag the user actually gave. Under ``yaml_only``
-    they are ignored (each one logged) except ``--wandb-offline``. With ``write`` the merged config is written
-    to ``<output_dir>/<run_name>/resolved_config.yaml`` and the two ``resolved_*`` fields are filled in.
+    they are ignored (each one logged) except ``--wandb-offline``. The two ``resolved_*`` fields are filled in.
+    With ``write`` a run starts: its directory is claimed (an unnamed run gets a fresh ``<name>-<UTC stamp>``,
+    :func:`graph_planner.config.run_dirs.claim_run_dir`) and the merged config is written there as
+    ``resolved_config.yaml``; without it, an unnamed run's directory is the one recorded in the loaded file, else
+    ``<output_dir>/<name>``.
     """
     tree: dict[str, Any] = {}
     source = "built-in defaults"
@@ -172,11 +176,13 @@ def load_run_config(
         if wandb_offline:
             set_dotted(tree, "logging.wandb.enabled", True)
     config = validate_tree(tree, source)
-    paths = run_paths(config)
-    config.resolved_run_dir = str(paths.run_dir)
-    config.resolved_config_path = str(paths.resolved_config)
     if write:
+        claim_run_dir(config)
         write_resolved_config(config)
+    else:
+        paths = run_paths(config)
+        config.resolved_run_dir = str(paths.run_dir)
+        config.resolved_config_path = str(paths.resolved_config)
     return config
 
 

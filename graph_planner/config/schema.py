@@ -43,7 +43,8 @@ class Section(BaseModel):
 class ExperimentConfig(Section):
     affects = TRAIN_EVAL
     name: str = Field("graph-planner", description="Experiment name; also the default run name.")
-    run_name: str | None = Field(None, description="Run directory name under logging.output_dir (default: name).")
+    run_name: str | None = Field(None, description="Run directory name under logging.output_dir (default: "
+                                 "<name>-<UTC timestamp>, a fresh dir per run; a named run's dir is reused).")
     seed: int = Field(42, description="Global random seed (data order, sampling, model init).")
     agent: Literal["planner", "cgm"] = Field(
         "planner", description="planner = planner + synthesiser; cgm = the synthesiser alone on the task."
@@ -394,7 +395,8 @@ class LoggingConfig(Section):
     tracker_kwargs: dict[str, Any] = Field(
         default_factory=dict, description="Extra kwargs per tracker ({tensorboard: {...}}), or ROLL's flat kwargs "
                                           "for the one selected tracker ({log_dir: ...}).")
-    output_dir: str = Field("outputs", description="Root of run directories (run dir = output_dir / run name).")
+    output_dir: str = Field("outputs", description="Root of run directories (output_dir / run name for a named run, "
+                            "output_dir / <name>-<UTC timestamp> for an unnamed one).")
     save_interval: int = Field(2, ge=1, description="Steps between checkpoints.")
     eval_interval: int = Field(0, ge=0, description="Steps between evaluations (0 = off).")
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Log level.")
@@ -508,7 +510,8 @@ class RunConfig(Section):
     verl_overrides: dict[str, Any] = Field(
         default_factory=dict, description="Any verl Hydra key (dotted or nested), passed through unchanged."
     )
-    resolved_run_dir: str | None = Field(None, description="Filled by the loader: the run directory.")
+    resolved_run_dir: str | None = Field(None, description="Filled by the loader: the run directory (an unnamed "
+                                         "run's <name>-<stamp> dir is kept when this file is reloaded).")
     resolved_config_path: str | None = Field(None, description="Filled by the loader: where this file was written.")
 
     @model_validator(mode="before")
@@ -568,5 +571,6 @@ class RunConfig(Section):
 
     @property
     def run_name(self) -> str:
-        """Run directory name: experiment.run_name, else the seed's logging.wandb.run_name, else experiment.name."""
+        """The run's name: experiment.run_name, else the seed's logging.wandb.run_name, else experiment.name (its
+        directory: :func:`graph_planner.config.paths.run_paths`; an unnamed run's has a timestamp)."""
         return self.experiment.run_name or self.logging.wandb.run_name or self.experiment.name

@@ -26,11 +26,12 @@ ValFiles = Annotated[str | None, typer.Option("--val-files", help="verl backend:
 
 def run_local(config: RunConfig, dry_run: bool) -> int:
     """Build the env rollout and the trainer, then train (or, with dry_run, report what would run)."""
+    from graph_planner.config.run_dirs import RunDirInUse
     from graph_planner.training.local_run import train_local
 
     try:
         result = train_local(config, dry_run=dry_run)
-    except FileNotFoundError as exc:  # no prepared data yet: say what to run
+    except (FileNotFoundError, RunDirInUse) as exc:  # no prepared data yet / a named run's dir is taken
         typer.echo(f"error: {exc}", err=True)
         return 2
     if dry_run:

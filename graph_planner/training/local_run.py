@@ -28,13 +28,17 @@ class LocalTrainResult:
 def train_local(config: RunConfig, on_step: Callable[[dict[str, float], int, int], None] | None = None,
                 dry_run: bool = False) -> LocalTrainResult:
     """Train to ``training.total_steps`` (resuming per ``training.resume_from``); ``on_step(metrics, step, total)``
-    is called after each step (progress bars, Prefect artifacts)."""
+    is called after each step (progress bars, Prefect artifacts). A run that does not resume refuses a run dir
+    holding an earlier training run (:class:`~graph_planner.config.run_dirs.RunDirInUse`)."""
+    from graph_planner.config.paths import run_paths
+    from graph_planner.config.run_dirs import refuse_clobber
     from graph_planner.telemetry.metrics import episode_metrics
     from graph_planner.telemetry.session import run_telemetry
     from graph_planner.training.checkpoint import latest_checkpoint
     from graph_planner.training.local_trainer import LocalGRPOTrainer
     from graph_planner.training.rollout import make_env_rollout
 
+    refuse_clobber(run_paths(config).run_dir, config.training.resume_from)
     tasks, rollout_fn = make_env_rollout(config)
     if dry_run:
         trainer = LocalGRPOTrainer(config, rollout_fn, tasks)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import graph_planner
-from graph_planner.config.paths import run_paths
+from graph_planner.config.paths import RESOLVED_CONFIG, run_paths
 from graph_planner.config.schema import RunConfig
 from graph_planner.training.ray_head import MIN_LOGICAL_CPUS, LocalRayHead, RayHeadError, local_gpu_count
 
@@ -96,7 +96,8 @@ def write_job_config(config: RunConfig) -> Path:
             continue
         if dotted in _WRITTEN_PATHS or Path(value).exists():
             setattr(getattr(job, section), name, str(Path(value).resolve()))
-    run_dir = run_paths(job).run_dir
+    run_dir = run_paths(config).run_dir.resolve()  # an unnamed run's <name>-<stamp> dir, recorded for the job
+    job.resolved_run_dir, job.resolved_config_path = str(run_dir), str(run_dir / RESOLVED_CONFIG)
     path = run_dir / "verl" / "job_config.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(dump_config_yaml(job), encoding="utf-8")
@@ -339,9 +340,16 @@ def run_training_job(config: RunConfig, entrypoint_args: Sequence[str], dry_run:
     names the job id and its log (copied to ``<run dir>/verl/`` when the head was local); an interrupted follow
     stops the job (and a local head) before re-raising.
     """
+    from graph_planner.config.run_dirs import RunDirInUse, refuse_clobber
+
     sink = sink or (lambda line: print(line, flush=True))
     run_dir = run_paths(config).run_dir.resolve()
     address, job_id = config.resources.ray_address or os.environ.get("RAY_ADDRESS") or "local head", None
+    try:
+        refuse_clobber(run_dir, config.training.resume_from)
+    except RunDirInUse as exc:
+        log.error("%s", exc)
+        return JobOutcome(EXIT_REFUSED, None, address, message=str(exc))
     try:
         with _sigterm_as_exception(), ray_cluster(config, run_dir) as cluster:
             address = cluster.address
