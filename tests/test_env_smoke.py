@@ -66,7 +66,7 @@ def test_smoke_cli_with_no_synthesizer_is_not_resolved(tmp_path):
     assert report["resolved"] is False and report["synthesizer"] == "none" and report["diagnostic"] is None
     assert report["patch_stats"]["no_patch"] == {"synthesis-disabled": 1}
     assert (tmp_path / "logs" / "trajectory.jsonl").is_file()
-    assert (tmp_path / "runs" / "graph-planner" / "resolved_config.yaml").is_file()
+    assert (tmp_path / "runs" / "graph-planner-latest" / "resolved_config.yaml").is_file()  # an unnamed run's own dir
 
 
 def test_smoke_cli_unknown_task_lists_the_available_ones(tmp_path):

@@ -37,9 +37,11 @@ def test_pipeline_runs_end_to_end_then_fully_from_cache(flow_workspace: Path) ->
     summary = json.loads((eval_dir / "report.json").read_text())
     assert summary["total_tasks"] == 2 and summary["completed_tasks"] == 2
     assert len((eval_dir / "predictions.jsonl").read_text().splitlines()) == 2
-    checkpoints = flow_workspace / "runs" / "local_debug" / "checkpoints"
+    run_dir = (flow_workspace / "runs" / "local_debug-latest").resolve()  # unnamed: runs/local_debug-<UTC stamp>
+    assert run_dir.name.startswith("local_debug-20") and report.resolve().is_relative_to(run_dir)
+    checkpoints = run_dir / "checkpoints"
     assert (checkpoints / "step_1" / "model" / "config.json").is_file()
-    resolved = (flow_workspace / "runs" / "local_debug" / "resolved_config.yaml").read_text()
+    resolved = (run_dir / "resolved_config.yaml").read_text()
     assert "total_steps: 1" in resolved
     assert "group: pipeline-" in resolved  # one W&B group per pipeline run (not a cache key: see the rerun below)
 
@@ -60,7 +62,9 @@ def test_pipeline_runs_end_to_end_then_fully_from_cache(flow_workspace: Path) ->
     assert not [key for key in artifacts if not key.startswith(scope)], sorted(artifacts)
 
     again = pipeline(overrides=SHRINK, return_state=True)
-    assert again.is_completed() and Path(again.result()) == report
+    assert again.is_completed() and Path(again.result()) == report  # the cached steps' outputs: the first run's
+    rerun_dir = (flow_workspace / "runs" / "local_debug-latest").resolve()
+    assert rerun_dir != run_dir and (rerun_dir / "resolved_config.yaml").is_file()  # its own dir, decided once
     counts = step_counts(again.state_details.flow_run_id)
     assert counts.ran == [] and sorted(counts.cached) == sorted(CACHEABLE)
     assert "pipeline-local-debug-report" in artifacts_of(again.state_details.flow_run_id)  # on cached runs too

@@ -58,7 +58,7 @@ def test_ci_trigger_exits_zero_for_a_good_run_and_writes_the_report(local_server
     done = deployment_run(env, project, "limit=1")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "Completed" in done.stdout
-    reports = list((project / "runs" / "local_debug" / "evals").glob("*/eval/report.md"))
+    reports = list((project / "runs" / "local_debug-latest" / "evals").glob("*/eval/report.md"))
     assert len(reports) == 1 and "Evaluation report" in reports[0].read_text()
 
 

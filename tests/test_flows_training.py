@@ -53,14 +53,14 @@ def verl_config(flow_workspace: Path) -> str:
 
 
 def fake_cluster(monkeypatch: pytest.MonkeyPatch, client: FakeRayClient, job_outcome: int,
-                 workspace: Path) -> list[str]:
+                 run_dir: Path) -> list[str]:
     gpu_checks: list[str] = []
 
     def follow_job(_client, job_id: str, _deadline: float, sink) -> int:
         for step in (1, 2):
             sink(f"step:{step} - actor/pg_loss:0.1 - critic/score/mean:0.0")
         if job_outcome == ray_job.EXIT_SUCCEEDED:  # what verl writes at the end of a run
-            hf = workspace / "runs/local_debug/checkpoints/global_step_2/actor/huggingface"
+            hf = run_dir / "checkpoints/global_step_2/actor/huggingface"
             hf.mkdir(parents=True)
             (hf / "model.safetensors").write_bytes(b"")
         return job_outcome
@@ -84,7 +84,7 @@ def test_verl_submission_retried_then_job_followed_to_its_checkpoint_fake_ray(
         verl_config: str, flow_workspace: Path, monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
     client = FakeRayClient(fail_submits=1)
-    gpu_checks = fake_cluster(monkeypatch, client, ray_job.EXIT_SUCCEEDED, flow_workspace)
+    gpu_checks = fake_cluster(monkeypatch, client, ray_job.EXIT_SUCCEEDED, Path(verl_config).parent)
     state = train_step_only(verl_config, str(flow_workspace), return_state=True)
     assert state.is_completed(), state.message
     assert state.result().endswith("checkpoints/global_step_2/actor/huggingface")
@@ -97,7 +97,7 @@ def test_verl_submission_retried_then_job_followed_to_its_checkpoint_fake_ray(
 def test_failed_verl_job_fails_the_step_without_retry_fake_ray(
         verl_config: str, flow_workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     client = FakeRayClient(fail_submits=0)
-    fake_cluster(monkeypatch, client, ray_job.EXIT_FAILED, flow_workspace)
+    fake_cluster(monkeypatch, client, ray_job.EXIT_FAILED, Path(verl_config).parent)
     state = train_step_only(verl_config, str(flow_workspace), return_state=True)
     assert state.is_failed()
     assert "did not succeed" in str(state.message) or "did not succeed" in repr(state.data)

@@ -201,7 +201,7 @@ def test_train_prepull_runs_before_training_or_says_where_to_run_it(tmp_path, ca
                                  "--prepull-containers", "--docker-manifest", str(tmp_path / "missing.txt"),
                                  "--output-dir", str(tmp_path / "o")])
     assert result.exit_code == 2 and "docker manifest not found" in result.output  # before any training step
-    assert not (tmp_path / "o" / "local_debug" / "checkpoints").exists()
+    assert not list((tmp_path / "o").rglob("checkpoints"))
     remote = load_run_config(None, {"images.prepull": True, "training.backend": "verl",
                                     "resources.ray_address": "http://cluster:8265",
                                     "images.manifest": str(tmp_path / "missing.txt")})
