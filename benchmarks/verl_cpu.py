@@ -46,7 +46,9 @@ def step_series(metrics_file: Path, key: str) -> list[float]:
 
 
 def overrides(out_dir: Path, backend: str, steps: int) -> dict[str, object]:
-    return {"training.backend": backend, "training.total_steps": steps, "experiment.run_name": f"bench_{backend}",
+    # unnamed: each benchmark run trains from scratch in its own runs/bench_<backend>-<UTC stamp>/
+    return {"training.backend": backend, "training.total_steps": steps, "experiment.run_name": None,
+            "experiment.name": f"bench_{backend}",
             "logging.output_dir": str(out_dir / "runs"), "data.output_dir": str(out_dir / "prepared"),
             "telemetry.log_ray": False}
 
