@@ -157,8 +157,12 @@ class SFTWarmStartConfig(Section):
     only_resolved: bool = Field(True, description="Keep only resolved episodes (rejection-sampling fine-tuning).")
     episodes_per_task: int = Field(1, ge=1, description="source=rule: episodes per training task.")
     exploration: float = Field(
-        0.0, ge=0.0, le=1.0, description="source=rule: chance that a node choice is random (episodes after the first "
-        "of each task), for varied demonstrations."
+        0.0, ge=0.0, le=1.0, description="source=rule: chance that a query or node choice is random (episodes after "
+        "the first of each task), for varied demonstrations."
+    )
+    flow: Literal["explore", "search"] = Field(
+        "explore", description="source=rule: explore = find, expand, read, commit, repair, submit; search = find, "
+        "commit a hit, repair, submit (two decisions per episode: what a toy model can learn)."
     )
     epochs: float = Field(3.0, gt=0, description="Passes over the SFT examples.")
     max_steps: int = Field(-1, ge=-1, description="Optimiser steps (-1 = set by epochs).")

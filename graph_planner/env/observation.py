@@ -114,11 +114,14 @@ def render(
     lines: list[str] = []
     if outline_nodes is not None:
         obs["outline"] = outline_nodes
-        lines += [f"Task {task.task_id} in repository {task.repo}.", ""]
+        # The outline comes before the issue: a prompt cut to the model's budget keeps its end, and the issue
+        # is what tells tasks of the same repository apart (the outline is the same for all of them).
+        lines += [f"Task {task.task_id} in repository {task.repo}.", "", "Repository outline (packages and files):"]
+        lines += [node_line(n) for n in outline_nodes]
+        lines.append("")
         if task.title:
             lines.append(f"Issue: {task.title}")
-        lines += [obs["issue"]["text"], "", "Repository outline (packages and files):"]
-        lines += [node_line(n) for n in outline_nodes]
+        lines.append(obs["issue"]["text"])
     else:
         lines.append(f"[step {step}/{max_steps}]")
         if error:

@@ -20,7 +20,10 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 #: Bump when the recipe changes, so cached checkpoints built by an older recipe are not reused.
-RECIPE_VERSION = 1
+#: 2: the tokenizer corpus also holds the planner's system prompt and the bundled sample repositories' code.
+RECIPE_VERSION = 2
+#: The bundled sample repositories (datasets/sample/repos): the code the embedded default's tasks are about.
+SAMPLE_REPOS = Path(__file__).resolve().parents[2] / "datasets" / "sample" / "repos"
 SPEC_FILE = "toy_spec.json"
 
 PAD, BOS, END = "<|pad|>", "<|bos|>", "<|end|>"
@@ -58,8 +61,18 @@ _TEXT = (
 
 
 def default_corpus() -> list[str]:
-    """Training text for the tokenizer: the action JSON vocabulary, Python keywords and code, issue-style text."""
-    lines: list[str] = []
+    """Training text for the tokenizer: the action JSON vocabulary, Python keywords and code, issue-style text,
+    the planner's system prompt and the bundled sample repositories' sources.
+
+    The last two make the toy tokenizer fit the text it actually reads (about 3 characters per token instead of
+    1.8 on the embedded default's prompts, node ids a third shorter), so the toy model sees shorter sequences,
+    which is both faster on CPU and easier to imitate. A checkout without the samples still gets a tokenizer.
+    """
+    from graph_planner.episode.wire import system_prompt
+
+    lines: list[str] = [system_prompt()] * 4
+    lines.extend(path.read_text(encoding="utf-8", errors="replace")
+                 for path in sorted(SAMPLE_REPOS.rglob("*.py")) if path.is_file())
     for action in _ACTIONS:
         for key in _ARGUMENT_KEYS:
             lines.append(json.dumps({"name": action, "arguments": {key: f"{action} {key}"}}))

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from graph_planner.agents.model_policy import ModelPolicy
-from graph_planner.agents.rule_policy import RulePolicy, issue_queries
+from graph_planner.agents.rule_policy import RulePolicy, SynthesizerOnlyPolicy, issue_queries
 from graph_planner.config.schema import RunConfig
 from graph_planner.episode.actions import ActionBase, ExploreExpand, ExploreFind, MemoryCommit, Read, Repair
 from graph_planner.episode.turns import Turn
@@ -44,25 +44,29 @@ class SFTExample:
 
 
 class ExploringRulePolicy(RulePolicy):
-    """The SFT demonstrator: the rule policy's flow, written compactly, with seeded exploration.
+    """The SFT demonstrator: a rule flow, written compactly, with seeded exploration.
 
-    Compact (``compact=True``): a commit holds the read node only and a repair carries a one-line plan and no
-    target ids (the synthesiser works from memory M), so every response is a few dozen tokens that a small model
-    can imitate. Exploration: with probability ``epsilon`` the search query is another name from the issue, and a
-    node it would expand, read or commit is swapped for another code node of the last listing, so demonstrations
-    differ from episode to episode (and include detours that GRPO can learn to avoid)."""
+    ``flow``: ``explore`` is the rule policy's find -> expand -> read -> commit -> repair -> submit; ``search`` is
+    the shorter find -> commit a hit -> repair -> submit (the synthesiser-only localisation), two decisions per
+    episode (the query and the node), which a toy model can learn. Compact (``compact=True``): a commit holds one
+    node and a repair carries a one-line plan and no target ids (the synthesiser works from memory M), so every
+    response is a few dozen tokens. Exploration: with probability ``epsilon`` the search query is another name
+    from the issue, and a node it would expand, read or commit is swapped for another code node of the last
+    listing, so demonstrations differ from episode to episode (and include detours GRPO can learn to avoid)."""
 
     name = "rule-exploring"
     SHORT_PLAN = "Fix the issue in the code in memory."
 
-    def __init__(self, epsilon: float, seed: int, max_repairs: int = 1, compact: bool = True) -> None:
+    def __init__(self, epsilon: float, seed: int, max_repairs: int = 1, compact: bool = True,
+                 flow: str = "explore") -> None:
         super().__init__(max_repairs)
         self.epsilon = epsilon
         self.compact = compact
+        self.flow = SynthesizerOnlyPolicy(max_repairs) if flow == "search" else RulePolicy(max_repairs)
         self.rng = random.Random(seed)
 
     def next_action(self, obs: dict[str, Any], history: list[Turn]) -> ActionBase:
-        action = self._explore(super().next_action(obs, history), obs)
+        action = self._explore(self.flow.next_action(obs, history), obs)
         if not self.compact:
             return action
         if isinstance(action, MemoryCommit):
@@ -136,7 +140,7 @@ def rule_trajectories(config: RunConfig) -> Iterable[list[dict[str, Any]]]:
             for k in range(sft.episodes_per_task):
                 # the first episode of each task is the plain rule policy; the others explore
                 epsilon = sft.exploration if k > 0 else 0.0
-                policy = ExploringRulePolicy(epsilon, seed=config.experiment.seed * 1000 + t * 100 + k)
+                policy = ExploringRulePolicy(epsilon, seed=config.experiment.seed * 1000 + t * 100 + k, flow=sft.flow)
                 yield trajectory_lines(run_episode(task, env, policy))
 
 
