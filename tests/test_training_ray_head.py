@@ -13,7 +13,10 @@ from graph_planner.training.ray_head import LocalRayHead, RayHeadError
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
-def test_a_head_that_cannot_start_names_its_log_and_leaves_no_process(tmp_path):
+def test_a_head_that_cannot_start_names_its_log_and_leaves_no_process(tmp_path, monkeypatch):
+    # Ray's own waits for a GCS that answers (5 s + 5 s + 30 s by default) are cut short: here it exits at once
+    monkeypatch.setenv("RAY_gcs_rpc_server_connect_timeout_s", "1")
+    monkeypatch.setenv("RAY_py_gcs_connect_timeout_s", "2")
     with socket.socket() as taken:  # its GCS port is already in use
         taken.bind(("0.0.0.0", 0))
         taken.listen()
