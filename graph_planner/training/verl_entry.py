@@ -3,7 +3,9 @@
 ``--dry-run`` checks what a GPU run would need first, then exits 0 (or 1 naming every problem): the resolved
 config loads, the parquet data files exist with verl's columns, the agent-loop class imports and is a verl
 ``AgentLoopBase``, and the translated overrides compose against the installed verl's Hydra config.
-Without ``--dry-run`` it runs ``python -m verl.trainer.main_ppo <overrides>`` and exits with its code.
+Without ``--dry-run`` it runs verl's ``main_ppo`` with the translated overrides *in this process* (what
+``python -m verl.trainer.main_ppo <overrides>`` runs, without a second process paying its own ``import verl``) and
+exits with its code.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import argparse
 import importlib
 import json
 import os
-import subprocess
+import runpy
 import sys
 from pathlib import Path
 
@@ -138,14 +140,41 @@ def run(config: RunConfig, config_path: str, data: VerlDataPaths, agent_loop: st
     return run_main_ppo(config, run_dir, overrides)
 
 
+#: verl's PPO entry module, run as ``__main__`` (its Hydra ``main``) by :func:`run_main_ppo`.
+MAIN_PPO_MODULE = "verl.trainer.main_ppo"
+
+
 def run_main_ppo(config: RunConfig, run_dir: Path, overrides: list[str]) -> int:
-    """``python -m verl.trainer.main_ppo <overrides>`` with the telemetry bridge following it (seed metric names
-    and verl's into the run's trackers); returns main_ppo's exit code."""
+    """verl's ``main_ppo <overrides>`` in this process, with the telemetry bridge following it (seed metric names
+    and verl's into the run's trackers); returns main_ppo's exit code.
+
+    The module runs as ``__main__`` with ``sys.argv`` set, exactly as ``python -m verl.trainer.main_ppo`` would:
+    its Hydra ``main`` composes the config, and ``ray.init`` attaches to the job's cluster (``RAY_ADDRESS``,
+    verl's own runtime env and actor logs printed here, in the job log). A failure exits 1 through Hydra, which
+    prints the error first; ``verl`` is already imported here (the agent-loop check), so no second process pays
+    for it.
+    """
     from graph_planner.training.verl_telemetry import VERL_METRICS_FILE, VerlTelemetryBridge
 
-    env = {"VERL_FILE_LOGGER_PATH": str(run_dir / "verl" / VERL_METRICS_FILE), **os.environ}  # the job's wins
+    os.environ.setdefault("VERL_FILE_LOGGER_PATH", str(run_dir / "verl" / VERL_METRICS_FILE))  # the job's wins
     with VerlTelemetryBridge(config, run_dir):
-        return subprocess.call([sys.executable, "-m", "verl.trainer.main_ppo", *overrides], env=env)
+        return _run_module_as_main(MAIN_PPO_MODULE, overrides)
+
+
+def _run_module_as_main(module: str, args: list[str]) -> int:
+    """``python -m module *args`` in this process: its exit code (``SystemExit``'s, 0 when it returns)."""
+    saved = sys.argv
+    sys.argv = [module, *args]  # argv[0] becomes the module's file, as with ``python -m``
+    try:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            return int(exc.code or 0)
+        print(exc.code, file=sys.stderr, flush=True)  # sys.exit("message"), as the interpreter reports it
+        return 1
+    finally:
+        sys.argv = saved
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

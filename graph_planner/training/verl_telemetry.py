@@ -6,12 +6,13 @@ Two halves, one file each under ``<run dir>/verl/``:
   finished episode to ``episodes.jsonl`` (:func:`record_episode`): the training step it was generated for (the
   rollout's weight version + 1, from the server's ``global_steps``), its return, resolved flag, patch stats,
   parse errors and turns;
-- the **job's entry process** (``verl_entry``, beside ``main_ppo``) runs :class:`VerlTelemetryBridge`: it follows
-  verl's ``file`` logger (``verl_metrics.jsonl``, one JSON line per step) and for each step logs
-  ``episode_metrics`` of that step's episodes (``reward/*``, ``patch_*``, ``reject/*``,
+- the **job's entry process** (``verl_entry``, which runs ``main_ppo`` in the same process) runs
+  :class:`VerlTelemetryBridge`: it follows verl's ``file`` logger (``verl_metrics.jsonl``, one JSON line per step)
+  and for each step logs ``episode_metrics`` of that step's episodes (``reward/*``, ``patch_*``, ``reject/*``,
   ``planner_parse_error_rate``, ``episodes_per_min``) plus verl's own metrics under verl's names into the run's
   trackers (``run_telemetry``: stdout / JSONL / TensorBoard / W&B, ``parallel/*`` + ``resources/*`` at step 0,
-  ``ray/*`` / ``gpu/*`` heartbeats).
+  ``ray/*`` / ``gpu/*`` heartbeats; ``ray/*`` from the moment ``main_ppo``'s ``ray.init`` has attached this
+  process to the job's cluster).
 
 One process writes the trackers: a W&B run or a TensorBoard event file does not take several writers, so verl's
 own ``trainer.logger`` is only ``console`` (the job log) and ``file`` (the bridge's input).
@@ -114,8 +115,6 @@ class VerlTelemetryBridge:
 
         self.episodes.offset = _size(self.episodes.path)  # a resumed run's older episodes are not this job's
         self.verl_metrics.path.unlink(missing_ok=True)  # verl truncates it at start; never read a previous job's
-        if self.config.telemetry.log_ray:
-            _attach_ray()
         self._telemetry = run_telemetry(self.config, self.run_dir)
         self._tracker = self._telemetry.__enter__()
         self._thread = threading.Thread(target=self._run, name="verl-telemetry", daemon=True)
@@ -172,20 +171,6 @@ class VerlTelemetryBridge:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def _attach_ray() -> None:
-    """Connect this process to the job's cluster (Ray sets RAY_ADDRESS for a job), so the heartbeat can sample
-    ``ray/*``; without a cluster the heartbeat says once that it skips them."""
-    if not os.environ.get("RAY_ADDRESS"):
-        return
-    try:
-        import ray
-
-        if not ray.is_initialized():
-            ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=False, configure_logging=False)
-    except Exception as exc:  # noqa: BLE001 - telemetry must not fail the job
-        log.warning("telemetry: cannot attach to the Ray cluster for ray/* metrics: %s", exc)
 
 
 def _size(path: Path) -> int:
