@@ -129,56 +129,51 @@ def _flow_run(env: dict[str, str], flow_run_id: str) -> dict:
     return httpx.get(f"{env['PREFECT_API_URL']}/flow_runs/{flow_run_id}", timeout=10).json()
 
 
-def test_stop_ends_inflight_flow_runs_and_frees_the_concurrency_slot(tmp_path_factory) -> None:
+def test_stop_ends_inflight_flow_runs_and_frees_the_concurrency_slot(local_server) -> None:
     """`prefect-local.sh stop` during a run: no flow process survives, the run is marked Cancelled, and after a
-    restart the deployment (concurrency_limit 1) runs again instead of waiting for a slot forever."""
-    project = tmp_path_factory.mktemp("stop-project")
-    for name in ("configs", "datasets", "deployments", "flows", "tasks"):
-        (project / name).symlink_to(ROOT / name)
-    port = free_port()
-    env = {**os.environ, "PREFECT_API_URL": f"http://127.0.0.1:{port}/api", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-           "PREFECT_WORKER_QUERY_SECONDS": "2", "PREFECT_BIN": str(BIN), "HF_HUB_OFFLINE": "1"}
+    restart the deployment (concurrency_limit 1) runs again instead of waiting for a slot forever.
+
+    It stops and restarts the module's server (the fixture stops it for good; a test after this one would find it
+    restarted, its state kept: the SQLite DB is in the project's ``.cache/prefect-local``)."""
+    project, env = local_server
+    port = str(httpx.URL(env["PREFECT_API_URL"]).port)
     script = ["bash", str(ROOT / "scripts" / "prefect-local.sh")]
 
     def sh(*args: str, timeout: int = 240) -> subprocess.CompletedProcess[str]:
         return subprocess.run([*script, *args], check=False, cwd=project, env=env, capture_output=True, text=True,
                               timeout=timeout)
 
-    assert sh("start", "--port", str(port)).returncode == 0
-    try:
-        created = subprocess.run(
-            [str(BIN / "prefect"), "deployment", "run", "train/train", "--param",
-             'overrides=["training.total_steps=200"]'], cwd=project, env=env, capture_output=True, text=True,
-            timeout=60, check=True)
-        flow_run_id = next(word for line in created.stdout.splitlines() if "UUID" in line
-                           for word in line.split() if word.count("-") == 4)
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and not (_flow_run(env, flow_run_id)["state_type"] == "RUNNING"
-                                                   and _processes_of_flow_run(flow_run_id)):
-            time.sleep(1)
-        assert _processes_of_flow_run(flow_run_id), "the long run never started"
-
-        stopped = sh("stop", timeout=60)
-        assert stopped.returncode == 0, stopped.stderr
+    created = subprocess.run(
+        [str(BIN / "prefect"), "deployment", "run", "train/train", "--param",
+         'overrides=["training.total_steps=200"]'], cwd=project, env=env, capture_output=True, text=True,
+        timeout=60, check=True)
+    flow_run_id = next(word for line in created.stdout.splitlines() if "UUID" in line
+                       for word in line.split() if word.count("-") == 4)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and not (_flow_run(env, flow_run_id)["state_type"] == "RUNNING"
+                                               and _processes_of_flow_run(flow_run_id)):
         time.sleep(1)
-        assert _processes_of_flow_run(flow_run_id) == [], "a flow-run process outlived the stop"
+    assert _processes_of_flow_run(flow_run_id), "the long run never started"
 
-        assert sh("start", "--port", str(port)).returncode == 0
-        run = _flow_run(env, flow_run_id)
-        # the flow process reports its own end when it can (Crashed: "terminated"); one that could not is marked
-        # Cancelled by the stop; either way the run is final and its slot free
-        assert run["state_type"] in ("CRASHED", "CANCELLED"), run["state"]
-        if run["state_type"] == "CANCELLED":
-            assert "prefect-local.sh stop" in run["state"]["message"]
-        again = subprocess.run(
-            [str(BIN / "prefect"), "deployment", "run", "train/train", "--param",
-             'overrides=["training.total_steps=1"]', "--watch", "--watch-timeout", "300"],
-            cwd=project, env=env, capture_output=True, text=True, timeout=330, check=False)
-        if again.returncode != 0:
-            run_id = next(word for line in again.stdout.splitlines() if "UUID" in line
-                          for word in line.split() if word.count("-") == 4)
-            logs = subprocess.run([str(BIN / "prefect"), "flow-run", "logs", run_id], cwd=project, env=env,
-                                  capture_output=True, text=True, timeout=60, check=False).stdout
-            pytest.fail(f"the deployment did not run again after the stop:\n{logs[-4000:]}")
-    finally:
-        sh("stop", timeout=60)
+    stopped = sh("stop", timeout=60)
+    assert stopped.returncode == 0, stopped.stderr
+    time.sleep(1)
+    assert _processes_of_flow_run(flow_run_id) == [], "a flow-run process outlived the stop"
+
+    assert sh("start", "--port", port).returncode == 0
+    run = _flow_run(env, flow_run_id)
+    # the flow process reports its own end when it can (Crashed: "terminated"); one that could not is marked
+    # Cancelled by the stop; either way the run is final and its slot free
+    assert run["state_type"] in ("CRASHED", "CANCELLED"), run["state"]
+    if run["state_type"] == "CANCELLED":
+        assert "prefect-local.sh stop" in run["state"]["message"]
+    again = subprocess.run(
+        [str(BIN / "prefect"), "deployment", "run", "train/train", "--param",
+         'overrides=["training.total_steps=1"]', "--watch", "--watch-timeout", "300"],
+        cwd=project, env=env, capture_output=True, text=True, timeout=330, check=False)
+    if again.returncode != 0:
+        run_id = next(word for line in again.stdout.splitlines() if "UUID" in line
+                      for word in line.split() if word.count("-") == 4)
+        logs = subprocess.run([str(BIN / "prefect"), "flow-run", "logs", run_id], cwd=project, env=env,
+                              capture_output=True, text=True, timeout=60, check=False).stdout
+        pytest.fail(f"the deployment did not run again after the stop:\n{logs[-4000:]}")
