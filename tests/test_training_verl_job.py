@@ -5,6 +5,10 @@ local Ray head, from a fresh output dir (data prepared and registered on the way
 One module-scoped run of 2 steps; the tests then check its checkpoints, its telemetry, that `gp eval` takes its HF
 model dir, and that no Ray process of the job outlives `gp train`. The fault tests kill a resumed run mid-flight
 and resume it again to step 3, and run a job whose FSDP worker cannot load the model. (Ray and verl start-up dominate: about 1.5-3 min per job on 2 busy cores.)
+
+The failing job runs beside the 2-step job (started first, collected by its test): a job's start-up is a chain of
+single-process ``import verl`` steps that leaves a second core idle, so the two take little more than the longer
+one. Each test checks the processes of its own job's head (the temp dir `gp train` names), not every head.
 """
 
 from __future__ import annotations
@@ -30,18 +34,25 @@ SEED_NAMES = ("reward/mean", "episodes_per_min", "planner_parse_error_rate", "pa
               "patch_generated", "actor/pg_loss", "actor/grad_norm", "timing_s/step")
 
 
-def head_pids() -> set[int]:
-    """Processes of private heads (their command lines name a ``/tmp/gpray-*`` temp dir)."""
+def job_head_pids(output: str) -> set[int]:
+    """Live processes of the private head that `gp train` started (its log names the head's ``/tmp/gpray-*`` temp
+    dir; the ``ray start`` process and every Ray process of the head have it in their command lines)."""
+    match = re.search(r"starting a private Ray head \(pid \d+, temp dir (/tmp/gpray-[^,\s]+),", output)
+    assert match, output[-3000:]
     out = set()
-    for proc in psutil.process_iter(["pid", "cmdline"]):
-        if any("/tmp/gpray-" in part for part in (proc.info["cmdline"] or [])):
+    for proc in psutil.process_iter(["pid", "cmdline", "status"]):
+        if proc.info["status"] != psutil.STATUS_ZOMBIE and any(
+                match.group(1) in part for part in (proc.info["cmdline"] or [])):
             out.add(proc.info["pid"])
     return out
 
 
+def gp_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "VERL_PLATFORM")}
+
+
 def gp(args: list[str], cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "VERL_PLATFORM")}
-    return subprocess.run([sys.executable, "-m", "graph_planner.cli", *args], cwd=cwd, env=env, text=True,
+    return subprocess.run([sys.executable, "-m", "graph_planner.cli", *args], cwd=cwd, env=gp_env(), text=True,
                           capture_output=True, timeout=timeout)
 
 
@@ -52,18 +63,44 @@ def train_args(work: Path, *extra: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def two_steps(tmp_path_factory):
+def failing_job(tmp_path_factory):
+    """A job whose FSDP worker cannot load the model's weights (a truncated safetensors file; config and tokenizer
+    load), started at once in the background: ``finish()`` waits for it -> (work dir, result)."""
+    from graph_planner.models.toy import ensure_toy_checkpoint
+
+    work = tmp_path_factory.mktemp("brokenjob")
+    broken = work / "broken_model"
+    shutil.copytree(ensure_toy_checkpoint(ROOT / ".cache" / "graph_planner"), broken)
+    (broken / "model.safetensors").write_bytes(b"not a safetensors file")
+    args = [sys.executable, "-m", "graph_planner.cli",
+            *train_args(work, "--set", f"paths.planner_model={broken}", "--set", "paths.cgm_model=toy",
+                        "--set", "experiment.run_name=broken")]
+    with open(work / "stdout.txt", "w") as out, open(work / "stderr.txt", "w") as err:  # no pipe to fill up
+        proc = subprocess.Popen(args, cwd=ROOT, env=gp_env(), text=True, stdout=out, stderr=err)
+
+    def finish() -> tuple[Path, subprocess.CompletedProcess[str]]:
+        proc.wait(timeout=900)
+        return work, subprocess.CompletedProcess(args, proc.returncode, (work / "stdout.txt").read_text(),
+                                                 (work / "stderr.txt").read_text())
+
+    yield finish
+    if proc.poll() is None:  # its test did not run: stop it (gp train stops the job and its head on SIGTERM)
+        proc.terminate()
+        proc.wait(timeout=180)
+
+
+@pytest.fixture(scope="module")
+def two_steps(tmp_path_factory, failing_job):
     """`gp train ... --set training.total_steps=2` from a fresh dir: (work dir, result, run dir, seconds)."""
     work = tmp_path_factory.mktemp("verljob")
-    before = head_pids()
     started = time.monotonic()
     result = gp(train_args(work, "--set", "training.total_steps=2"), cwd=ROOT)
     seconds = time.monotonic() - started
-    return work, result, work / "runs" / "local_verl", seconds, before
+    return work, result, work / "runs" / "local_verl", seconds
 
 
 def test_gp_train_runs_two_real_grpo_steps_as_a_ray_job(two_steps):
-    work, result, run_dir, seconds, before = two_steps
+    work, result, run_dir, seconds = two_steps
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     assert "registered graph_planner_sample/train" in result.stderr  # fresh dir: data prepared on the way
     ckpt = run_dir / "checkpoints"
@@ -72,12 +109,12 @@ def test_gp_train_runs_two_real_grpo_steps_as_a_ray_job(two_steps):
     assert (hf / "model.safetensors").is_file() and (hf / "config.json").is_file()
     assert f"HF model: {hf}" in result.stdout
     assert "step:2 -" in result.stdout  # verl's own step line, followed from the job log
-    assert head_pids() <= before, "Ray processes of the job's head outlived gp train"
+    assert not job_head_pids(result.stderr), "Ray processes of the job's head outlived gp train"
     print(f"2-step verl job: {seconds:.0f} s wall")
 
 
 def test_verl_path_metrics_carry_the_seed_names_in_the_run_trackers(two_steps):
-    _, result, run_dir, _, _ = two_steps
+    _, result, run_dir, _ = two_steps
     assert result.returncode == 0
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     by_step: dict[int, dict[str, float]] = {}
@@ -96,7 +133,7 @@ def test_verl_path_metrics_carry_the_seed_names_in_the_run_trackers(two_steps):
 
 
 def test_gp_eval_takes_the_verl_hf_model_dir(two_steps):
-    work, result, run_dir, _, _ = two_steps
+    work, result, run_dir, _ = two_steps
     assert result.returncode == 0
     hf = run_dir / "checkpoints" / "global_step_2" / "actor" / "huggingface"
     done = gp(["eval", "-c", str(CONFIG), "--model-path", str(hf), "--set", f"logging.output_dir={work / 'eval'}",
@@ -108,11 +145,10 @@ def test_gp_eval_takes_the_verl_hf_model_dir(two_steps):
 
 
 def test_a_killed_run_names_its_job_and_log_leaves_no_ray_process_and_resumes(two_steps):
-    work, result, run_dir, _, before = two_steps
+    work, result, run_dir, _ = two_steps
     assert result.returncode == 0
     resume = train_args(work, "--set", "training.total_steps=3", "--set", "training.resume_from=auto")
-    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "VERL_PLATFORM")}
-    proc = subprocess.Popen([sys.executable, "-m", "graph_planner.cli", *resume], cwd=ROOT, env=env, text=True,
+    proc = subprocess.Popen([sys.executable, "-m", "graph_planner.cli", *resume], cwd=ROOT, env=gp_env(), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     lines: list[str] = []
     assert proc.stdout is not None
@@ -126,7 +162,7 @@ def test_a_killed_run_names_its_job_and_log_leaves_no_ray_process_and_resumes(tw
     output = "".join(lines) + rest
     assert proc.returncode == 1, output[-3000:]
     assert "interrupted" in output and "Ray job gp-local_verl-" in output and "job-driver-gp-local_verl-" in output
-    assert head_pids() <= before, "a killed gp train left Ray processes behind"
+    assert not job_head_pids(output), "a killed gp train left Ray processes behind"
     assert not (run_dir / "checkpoints" / "global_step_3").exists()
 
     again = gp(resume, cwd=ROOT)
@@ -135,20 +171,13 @@ def test_a_killed_run_names_its_job_and_log_leaves_no_ray_process_and_resumes(tw
     assert "step:3 -" in again.stdout and "step:1 -" not in again.stdout  # resumed from step 2, not retrained
 
 
-def test_a_job_failing_in_a_worker_names_its_job_and_log_and_leaves_no_ray_process(tmp_path):
+def test_a_job_failing_in_a_worker_names_its_job_and_log_and_leaves_no_ray_process(failing_job):
     """The FSDP worker cannot load the model's weights (a truncated safetensors file; config and tokenizer load)."""
-    from graph_planner.models.toy import ensure_toy_checkpoint
-
-    broken = tmp_path / "broken_model"
-    shutil.copytree(ensure_toy_checkpoint(ROOT / ".cache" / "graph_planner"), broken)
-    (broken / "model.safetensors").write_bytes(b"not a safetensors file")
-    before = head_pids()
-    done = gp(train_args(tmp_path, "--set", f"paths.planner_model={broken}", "--set", "paths.cgm_model=toy",
-                         "--set", "experiment.run_name=broken"), cwd=ROOT)
+    work, done = failing_job()
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
-    log = tmp_path / "runs" / "broken" / "verl"
+    log = work / "runs" / "broken" / "verl"
     match = re.search(r"error: Ray job (gp-broken-\S+) did not succeed; its log: (\S+)", done.stderr)
     assert match, done.stderr[-3000:]
     assert Path(match.group(2)) == log / f"job-driver-{match.group(1)}.log" and Path(match.group(2)).is_file()
     assert "safetensors" in Path(match.group(2)).read_text(errors="replace").lower()
-    assert head_pids() <= before, "a failed job left Ray processes behind"
+    assert not job_head_pids(done.stderr), "a failed job left Ray processes behind"
