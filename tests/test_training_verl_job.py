@@ -6,9 +6,10 @@ One module-scoped run of 2 steps; the tests then check its checkpoints, its tele
 model dir, and that no Ray process of the job outlives `gp train`. The fault tests kill a resumed run mid-flight
 and resume it again to step 3, and run a job whose FSDP worker cannot load the model. (Ray and verl start-up dominate: about 1.5-3 min per job on 2 busy cores.)
 
-The failing job runs beside the 2-step job (started first, collected by its test): a job's start-up is a chain of
-single-process ``import verl`` steps that leaves a second core idle, so the two take little more than the longer
-one. Each test checks the processes of its own job's head (the temp dir `gp train` names), not every head.
+The failing job runs beside the 2-step job (started first, collected by its test), and the eval beside the kill /
+resume jobs: a job's start-up is a chain of single-process ``import verl`` steps that leaves a second core idle, so
+two side by side take little more than the longer one. Each test checks the processes of its own job's head (the
+temp dir `gp train` names), not every head on the machine.
 """
 
 from __future__ import annotations
@@ -56,6 +57,26 @@ def gp(args: list[str], cwd: Path, timeout: float = 900) -> subprocess.Completed
                           capture_output=True, timeout=timeout)
 
 
+class Background:
+    """`gp <args>` started now, its stdout / stderr in ``<logs>.out`` / ``<logs>.err`` (no pipe to fill up)."""
+
+    def __init__(self, args: list[str], logs: Path) -> None:
+        self.args, self.logs = [sys.executable, "-m", "graph_planner.cli", *args], logs
+        with open(f"{logs}.out", "w") as out, open(f"{logs}.err", "w") as err:
+            self.proc = subprocess.Popen(self.args, cwd=ROOT, env=gp_env(), text=True, stdout=out, stderr=err)
+
+    def finish(self, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+        self.proc.wait(timeout=timeout)
+        return subprocess.CompletedProcess(self.args, self.proc.returncode, Path(f"{self.logs}.out").read_text(),
+                                           Path(f"{self.logs}.err").read_text())
+
+    def stop(self) -> None:
+        """Its test did not run: SIGTERM (gp train stops its job and head on it)."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=180)
+
+
 def train_args(work: Path, *extra: str) -> list[str]:
     return ["train", "-c", str(CONFIG), "--set", f"logging.output_dir={work / 'runs'}",
             "--set", f"data.output_dir={work / 'prepared'}", "--set", f"paths.cache_dir={ROOT / '.cache' / 'graph_planner'}",
@@ -65,28 +86,17 @@ def train_args(work: Path, *extra: str) -> list[str]:
 @pytest.fixture(scope="module")
 def failing_job(tmp_path_factory):
     """A job whose FSDP worker cannot load the model's weights (a truncated safetensors file; config and tokenizer
-    load), started at once in the background: ``finish()`` waits for it -> (work dir, result)."""
+    load), started at once in the background: (work dir, its Background)."""
     from graph_planner.models.toy import ensure_toy_checkpoint
 
     work = tmp_path_factory.mktemp("brokenjob")
     broken = work / "broken_model"
     shutil.copytree(ensure_toy_checkpoint(ROOT / ".cache" / "graph_planner"), broken)
     (broken / "model.safetensors").write_bytes(b"not a safetensors file")
-    args = [sys.executable, "-m", "graph_planner.cli",
-            *train_args(work, "--set", f"paths.planner_model={broken}", "--set", "paths.cgm_model=toy",
-                        "--set", "experiment.run_name=broken")]
-    with open(work / "stdout.txt", "w") as out, open(work / "stderr.txt", "w") as err:  # no pipe to fill up
-        proc = subprocess.Popen(args, cwd=ROOT, env=gp_env(), text=True, stdout=out, stderr=err)
-
-    def finish() -> tuple[Path, subprocess.CompletedProcess[str]]:
-        proc.wait(timeout=900)
-        return work, subprocess.CompletedProcess(args, proc.returncode, (work / "stdout.txt").read_text(),
-                                                 (work / "stderr.txt").read_text())
-
-    yield finish
-    if proc.poll() is None:  # its test did not run: stop it (gp train stops the job and its head on SIGTERM)
-        proc.terminate()
-        proc.wait(timeout=180)
+    job = Background(train_args(work, "--set", f"paths.planner_model={broken}", "--set", "paths.cgm_model=toy",
+                                "--set", "experiment.run_name=broken"), work / "gp_train")
+    yield work, job
+    job.stop()
 
 
 @pytest.fixture(scope="module")
@@ -132,19 +142,21 @@ def test_verl_path_metrics_carry_the_seed_names_in_the_run_trackers(two_steps):
     assert sorted({e["step"] for e in episodes}) == [1, 2]
 
 
-def test_gp_eval_takes_the_verl_hf_model_dir(two_steps):
+@pytest.fixture(scope="module")
+def hf_eval(two_steps):
+    """`gp eval --model-path <step 2's HF model dir>`, started in the background (it runs beside the kill / resume
+    jobs, which write step 3 and read nothing it writes); collected by its test."""
     work, result, run_dir, _ = two_steps
-    assert result.returncode == 0
     hf = run_dir / "checkpoints" / "global_step_2" / "actor" / "huggingface"
-    done = gp(["eval", "-c", str(CONFIG), "--model-path", str(hf), "--set", f"logging.output_dir={work / 'eval'}",
-               "--set", f"data.output_dir={work / 'prepared'}", "--set", "eval.limit=1",
-               "--set", f"paths.dataset_eval={work / 'prepared' / 'swebench' / 'test.jsonl'}",
-               "--run-name", "eval_verl"], cwd=ROOT, timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert list((work / "eval").rglob("report.json"))
+    job = Background(["eval", "-c", str(CONFIG), "--model-path", str(hf), "--set", f"logging.output_dir={work / 'eval'}",
+                      "--set", f"data.output_dir={work / 'prepared'}", "--set", "eval.limit=1",
+                      "--set", f"paths.dataset_eval={work / 'prepared' / 'swebench' / 'test.jsonl'}",
+                      "--run-name", "eval_verl"], work / "gp_eval")
+    yield job
+    job.stop()
 
 
-def test_a_killed_run_names_its_job_and_log_leaves_no_ray_process_and_resumes(two_steps):
+def test_a_killed_run_names_its_job_and_log_leaves_no_ray_process_and_resumes(two_steps, hf_eval):
     work, result, run_dir, _ = two_steps
     assert result.returncode == 0
     resume = train_args(work, "--set", "training.total_steps=3", "--set", "training.resume_from=auto")
@@ -171,9 +183,18 @@ def test_a_killed_run_names_its_job_and_log_leaves_no_ray_process_and_resumes(tw
     assert "step:3 -" in again.stdout and "step:1 -" not in again.stdout  # resumed from step 2, not retrained
 
 
+def test_gp_eval_takes_the_verl_hf_model_dir(two_steps, hf_eval):
+    work, result, _, _ = two_steps
+    assert result.returncode == 0
+    done = hf_eval.finish(timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert list((work / "eval").rglob("report.json"))
+
+
 def test_a_job_failing_in_a_worker_names_its_job_and_log_and_leaves_no_ray_process(failing_job):
     """The FSDP worker cannot load the model's weights (a truncated safetensors file; config and tokenizer load)."""
-    work, done = failing_job()
+    work, job = failing_job
+    done = job.finish()
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     log = work / "runs" / "broken" / "verl"
     match = re.search(r"error: Ray job (gp-broken-\S+) did not succeed; its log: (\S+)", done.stderr)
