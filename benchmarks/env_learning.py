@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import shutil
 import statistics
 import sys
 from pathlib import Path
@@ -45,6 +46,7 @@ def prepare(out_dir: Path) -> Path:
 
 
 def seed_config(out_dir: Path, data: Path, seed: int, steps: int, extra: dict[str, object]):
+    shutil.rmtree(out_dir / "runs" / f"seed{seed}", ignore_errors=True)  # a named run refuses an earlier run's dir
     overrides: dict[str, object] = {
         "experiment.seed": seed, "experiment.run_name": f"seed{seed}", "logging.output_dir": str(out_dir / "runs"),
         "logging.log_backend": "jsonl", "paths.cache_dir": str(out_dir / "cache"),

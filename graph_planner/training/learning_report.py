@@ -64,9 +64,35 @@ def play(config: RunConfig, model_dir: str, dataset: str, episodes_per_task: int
     return score(trajectories)
 
 
+def grpo_curve(checkpoint: str | Path, window: int = 4) -> dict[str, Any] | None:
+    """The GRPO phase's own curve: per-step ``reward/mean`` from the ``metrics.jsonl`` of the run that wrote
+    ``checkpoint`` (found above it), with the means of the first and last ``window`` steps and their difference.
+    None when no such file is found (e.g. a run without the JSONL tracker)."""
+    from graph_planner.training.learning_curve import window_means
+
+    above = list(Path(checkpoint).parents)[:4]  # <run>/checkpoints/step_<k>/model: the run dir is 3 up
+    path = next((p / "metrics.jsonl" for p in above if (p / "metrics.jsonl").is_file()), None)
+    if path is None:
+        return None
+    rewards: dict[int, float] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line) if line.strip() else {}
+        metrics = row.get("metrics") or {}
+        if row.get("kind") == "metrics" and "reward/mean" in metrics and int(row.get("step", 0)) > 0:
+            rewards[int(row["step"])] = float(metrics["reward/mean"])  # a resumed step overwrites its first try
+    if not rewards:
+        return None
+    curve = [rewards[k] for k in sorted(rewards)]
+    w = max(1, min(window, len(curve) // 2))
+    first, last = window_means(curve, w)
+    return {"reward_mean": [round(r, 4) for r in curve], "window": w, "first": round(first, 4),
+            "last": round(last, 4), "rise": round(last - first, 4), "metrics": str(path)}
+
+
 def compare_stages(config: RunConfig, stages: dict[str, str], splits: dict[str, str], out_dir: str | Path,
                    episodes_per_task: int = 1) -> dict[str, Any]:
-    """Play every stage's model on every split; write ``learning.json`` / ``learning.md`` into ``out_dir``."""
+    """Play every stage's model on every split; write ``learning.json`` / ``learning.md`` into ``out_dir``.
+    With a ``grpo`` stage, the report also holds the GRPO phase's training-reward curve (:func:`grpo_curve`)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if config.training.torch_threads is not None:
@@ -82,7 +108,8 @@ def compare_stages(config: RunConfig, stages: dict[str, str], splits: dict[str, 
             log.info("learning report: %s on %s: %s", stage, split, rows[stage][split])
     report = {"stages": stages, "splits": splits, "episodes_per_task": episodes_per_task,
               "synthesizer": config.backends.cgm_backend, "rows": rows,
-              "seconds": round(time.monotonic() - started, 2), "note": NOTE}
+              "seconds": round(time.monotonic() - started, 2), "note": NOTE,
+              "grpo_training": grpo_curve(stages["grpo"]) if "grpo" in stages else None}
     (out / "learning.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
     (out / "learning.md").write_text(render_markdown(report), encoding="utf-8")
     return report
@@ -107,7 +134,16 @@ def render_markdown(report: dict[str, Any]) -> str:
                       f"{m['reward_mean']:+.3f}"]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", report["note"], ""]
+    if report.get("grpo_training"):
+        lines += [grpo_line(report["grpo_training"]), ""]
     return "\n".join(lines)
+
+
+def grpo_line(curve: dict[str, Any]) -> str:
+    """One sentence on the GRPO phase's training reward: first vs last steps."""
+    return (f"GRPO training reward/mean, first {curve['window']} vs last {curve['window']} of "
+            f"{len(curve['reward_mean'])} steps: {curve['first']:+.3f} -> {curve['last']:+.3f} "
+            f"({curve['rise']:+.3f})")
 
 
 def summary_lines(report: dict[str, Any]) -> list[str]:
@@ -119,4 +155,6 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
                         f"{by_split[s]['loc_m_recall']:>6.0%} {by_split[s]['reward_mean']:>+8.3f}{'':<13}"
                         for s in splits)
         lines.append(f"{stage:<6}{cells}")
+    if report.get("grpo_training"):
+        lines.append(grpo_line(report["grpo_training"]))
     return lines
