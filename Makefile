@@ -9,7 +9,7 @@ UV_VERSION := 0.13.9
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export RAY_AUTH_MODE := token
 
-.PHONY: venv demo test test-fast deploy undeploy docker-up docker-down lock clean
+.PHONY: venv demo demo-learning test test-fast deploy undeploy docker-up docker-down lock clean
 
 # Install from the committed lock, never resolving: torch (the CPU build named in the lock) with pip, which finds
 # it where the machine keeps it (pip's find-links / the PyTorch CPU index); everything else with uv --no-deps.
@@ -28,6 +28,13 @@ venv: $(STAMP)
 demo: $(STAMP)
 	@mkdir -p .cache/prefect
 	PREFECT_HOME=$(CURDIR)/.cache/prefect HF_HUB_OFFLINE=1 $(BIN)/python -m flows.demo
+
+# The learning variant: SFT warm start -> GRPO with the oracle synthesiser -> eval, then the base / SFT / GRPO table
+# and the GRPO phase's own reward curve (configs/experiments/local_learning.yaml; several minutes on 2 cores).
+demo-learning: $(STAMP)
+	@mkdir -p .cache/prefect
+	PREFECT_HOME=$(CURDIR)/.cache/prefect HF_HUB_OFFLINE=1 $(BIN)/python -m flows.demo \
+		--config configs/experiments/local_learning.yaml
 
 # A local Prefect server + process worker with the deployments of deployments/prefect.yaml (UI on :4200).
 deploy: $(STAMP)
