@@ -26,6 +26,20 @@ log = logging.getLogger(__name__)
 MODEL_DIR = "model"
 
 
+def _epoch_log_callback():  # -> TrainerCallback (transformers imported lazily, like the trainer itself)
+    from transformers import TrainerCallback
+
+    class EpochLog(TrainerCallback):
+        """One progress line per logged epoch: loss and token accuracy."""
+
+        def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001 - transformers' signature
+            if logs and "loss" in logs:
+                log.info("SFT epoch %.0f/%g: loss %.4f, token accuracy %.3f", float(logs.get("epoch", 0)),
+                         args.num_train_epochs, float(logs["loss"]), float(logs.get("mean_token_accuracy", 0.0)))
+
+    return EpochLog()
+
+
 @dataclass
 class SFTResult:
     model_dir: Path
@@ -53,7 +67,7 @@ def run_sft(config: RunConfig, out_dir: str | Path | None = None,
 
     import torch
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback
     from trl import SFTConfig as TRLSFTConfig
     from trl import SFTTrainer
 
@@ -81,6 +95,8 @@ def run_sft(config: RunConfig, out_dir: str | Path | None = None,
         use_cpu=not torch.cuda.is_available(), dataloader_num_workers=0, disable_tqdm=True,
     )
     trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
+    trainer.remove_callback(PrinterCallback)  # its raw dicts on stdout -> one log line per epoch instead
+    trainer.add_callback(_epoch_log_callback())
     result = trainer.train()
     model_dir = out / MODEL_DIR
     if model_dir.exists():
