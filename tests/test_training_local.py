@@ -176,15 +176,12 @@ def test_gradient_accumulation_gives_the_same_update(tmp_path, cache_dir, mode):
         trainer = LocalGRPOTrainer(config, fixed_rollout, TASKS)
         trainer.train_step()
         results.append(weights(trainer.model))
-        on_gpu = trainer.device.type == "cuda"
-    if not on_gpu:
-        assert all(torch.allclose(results[0][k], results[1][k], atol=1e-6) for k in results[0])
-        return
-    # GPU kernels reduce in a shape-dependent order, so gradients differ in the last bits; AdamW's first step
-    # moves a weight by about lr * sign(grad), which turns that noise into a sign flip where a gradient is ~0.
-    # The same update there means: nearly every weight equal to 1e-5, none further apart than a flipped step.
+    # Kernels (CPU and GPU) reduce in a shape-dependent order, so micro-batched gradients differ in the last bits;
+    # AdamW's first step moves a weight by about lr * sign(grad), which turns that noise into a sign flip where a
+    # gradient is ~0. The same update means: nearly every weight equal to 1e-5, none further apart than a flipped
+    # step (a dropped or doubled micro-batch changes the direction of many weights).
     diffs = torch.cat([(results[0][k] - results[1][k]).abs().flatten().float() for k in results[0]])
-    assert (diffs <= 1e-5).float().mean() >= 0.999 and diffs.max() <= 2.5e-3
+    assert (diffs <= 1e-5).float().mean() >= 0.999 and diffs.max() <= 2.5e-3, (diffs > 1e-5).float().mean()
 
 
 def test_mini_batches_make_several_updates_per_step(tmp_path, cache_dir):
