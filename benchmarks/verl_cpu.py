@@ -31,18 +31,14 @@ sys.path.insert(0, str(ROOT))
 
 from graph_planner.config.loader import load_run_config  # noqa: E402  (after the sys.path line)
 from graph_planner.config.paths import run_paths  # noqa: E402  (after the sys.path line)
+from graph_planner.telemetry.trackers import read_step_metrics  # noqa: E402  (after the sys.path line)
 
 CONFIG = ROOT / "configs" / "experiments" / "local_verl.yaml"
 
 
 def step_series(metrics_file: Path, key: str) -> list[float]:
     """``key`` of every step >= 1 in a run's metrics.jsonl (the JSONL tracker)."""
-    out: dict[int, float] = {}
-    for line in metrics_file.read_text(encoding="utf-8").splitlines():
-        row = json.loads(line)
-        if row.get("kind") == "metrics" and row.get("step", 0) >= 1 and key in row["metrics"]:
-            out[int(row["step"])] = float(row["metrics"][key])
-    return [out[k] for k in sorted(out)]
+    return [float(m[key]) for m in read_step_metrics(metrics_file).values() if key in m]
 
 
 def overrides(out_dir: Path, backend: str, steps: int) -> dict[str, object]:

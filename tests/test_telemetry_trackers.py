@@ -173,3 +173,20 @@ def test_run_telemetry_logs_layout_at_step_0_and_finishes(tmp_path: Path) -> Non
     assert {"reward/mean": 0.5} in [r["metrics"] for r in metric_rows if r["step"] == 1]
     with pytest.raises(RuntimeError, match="finished"):
         tracker.trackers["jsonl"].log({"a": 1.0}, 2)
+
+
+def test_read_step_metrics_keeps_a_resumed_steps_last_values_and_skips_a_cut_line(tmp_path):
+    from graph_planner.telemetry.trackers import JsonlTracker, read_step_metrics
+
+    path = tmp_path / "metrics.jsonl"
+    tracker = JsonlTracker(path)
+    tracker.log_config({"lr": 1e-3})
+    tracker.log({"reward/mean": 9.0}, 0)  # the config-dump step, not a training step
+    tracker.log({"reward/mean": -0.2, "loss": 1.0}, 1)
+    tracker.log({"reward/mean": 0.1}, 2)
+    tracker.log({"reward/mean": 0.3}, 2)  # a resumed run logs step 2 again
+    tracker.finish()
+    with path.open("a", encoding="utf-8") as f:
+        f.write('{"kind": "metrics", "step": 3, "metr')  # killed mid-write
+
+    assert read_step_metrics(path) == {1: {"reward/mean": -0.2, "loss": 1.0}, 2: {"reward/mean": 0.3}}

@@ -20,9 +20,9 @@ class ActionBase(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    def arguments(self) -> dict[str, Any]:
-        """The tool-call arguments (every field but ``name``)."""
-        return self.model_dump(exclude={"name"})
+    def arguments(self, exclude_defaults: bool = False) -> dict[str, Any]:
+        """The tool-call arguments (every field but ``name``; without those left at their defaults if asked)."""
+        return self.model_dump(exclude={"name"}, exclude_defaults=exclude_defaults)
 
 
 class ExploreFind(ActionBase):

@@ -157,8 +157,7 @@ def parse_action(model_output: Any) -> ActionBase:
 def render_action(action: ActionBase) -> str:
     """The canonical text form of an action (what a model should emit in text mode): arguments left at their
     defaults are omitted, so the form is as short as the action allows (a small model imitates it more easily)."""
-    arguments = action.model_dump(exclude={"name"}, exclude_defaults=True)
-    return json.dumps({"name": action.name, "arguments": arguments},  # type: ignore[attr-defined]
+    return json.dumps({"name": action.name, "arguments": action.arguments(exclude_defaults=True)},  # type: ignore[attr-defined]
                       ensure_ascii=False, separators=(", ", ": "))
 
 

@@ -104,6 +104,20 @@ class JsonlTracker:
             self._file = None
 
 
+def read_step_metrics(path: str | Path) -> dict[int, dict[str, Any]]:
+    """The metrics a :class:`JsonlTracker` file logged, per step >= 1, in step order. A step logged again (as a
+    resumed run does) keeps its last values; a line cut off by a crash is skipped."""
+    steps: dict[int, dict[str, Any]] = {}
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(row, dict) and row.get("kind") == "metrics" and int(row.get("step") or 0) >= 1:
+            steps.setdefault(int(row["step"]), {}).update(row.get("metrics") or {})
+    return dict(sorted(steps.items()))
+
+
 class TensorboardTracker:
     """Scalars via `torch.utils.tensorboard.SummaryWriter`; the config as a YAML text summary."""
 

@@ -68,21 +68,16 @@ def grpo_curve(checkpoint: str | Path, window: int = 4) -> dict[str, Any] | None
     """The GRPO phase's own curve: per-step ``reward/mean`` from the ``metrics.jsonl`` of the run that wrote
     ``checkpoint`` (found above it), with the means of the first and last ``window`` steps and their difference.
     None when no such file is found (e.g. a run without the JSONL tracker)."""
+    from graph_planner.telemetry.trackers import read_step_metrics
     from graph_planner.training.learning_curve import window_means
 
     above = list(Path(checkpoint).parents)[:4]  # <run>/checkpoints/step_<k>/model: the run dir is 3 up
     path = next((p / "metrics.jsonl" for p in above if (p / "metrics.jsonl").is_file()), None)
     if path is None:
         return None
-    rewards: dict[int, float] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        row = json.loads(line) if line.strip() else {}
-        metrics = row.get("metrics") or {}
-        if row.get("kind") == "metrics" and "reward/mean" in metrics and int(row.get("step", 0)) > 0:
-            rewards[int(row["step"])] = float(metrics["reward/mean"])  # a resumed step overwrites its first try
-    if not rewards:
+    curve = [float(m["reward/mean"]) for m in read_step_metrics(path).values() if "reward/mean" in m]
+    if not curve:
         return None
-    curve = [rewards[k] for k in sorted(rewards)]
     w = max(1, min(window, len(curve) // 2))
     first, last = window_means(curve, w)
     return {"reward_mean": [round(r, 4) for r in curve], "window": w, "first": round(first, 4),

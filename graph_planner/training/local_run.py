@@ -3,7 +3,6 @@ LocalGRPOTrainer, telemetry (trackers, heartbeats, episode metrics) and a PNG of
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -12,6 +11,7 @@ from typing import Any
 
 from graph_planner.config.schema import RunConfig
 from graph_planner.telemetry.plots import save_figure, training_curves_figure
+from graph_planner.telemetry.trackers import read_step_metrics
 
 CURVES = ("reward/mean", "reward/resolved_rate", "loss", "entropy", "planner_parse_error_rate", "grad_norm")
 
@@ -89,18 +89,9 @@ def plot_training_curves(run_dir: Path, run_name: str | None = None) -> Path | N
     metrics_file = run_dir / "metrics.jsonl"
     if not metrics_file.is_file():
         return None
-    series: dict[str, list[tuple[int, float]]] = {name: [] for name in CURVES}
-    for line in metrics_file.read_text(encoding="utf-8").splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if row.get("kind") != "metrics" or not row.get("step"):
-            continue
-        for name in CURVES:
-            value = row["metrics"].get(name)
-            if isinstance(value, (int, float)):
-                series[name].append((int(row["step"]), float(value)))
+    steps = read_step_metrics(metrics_file)
+    series = {name: [(step, float(m[name])) for step, m in steps.items() if isinstance(m.get(name), (int, float))]
+              for name in CURVES}
     fig = training_curves_figure(series, run_name or run_dir.name)
     if fig is None:
         return None
