@@ -13,11 +13,14 @@ export RAY_AUTH_MODE := token
 
 # Install from the committed lock, never resolving: torch (the CPU build named in the lock) with pip, which finds
 # it where the machine keeps it (pip's find-links / the PyTorch CPU index); everything else with uv --no-deps.
+# Both compile to bytecode at install (pip's default; uv's --compile-bytecode): where PYTHONDONTWRITEBYTECODE is
+# set (it is on these machines) nothing is ever cached and every process recompiles what it imports (torch 6 s ->
+# 2.6 s, verl 16 s -> 6 s, a sandboxed pytest run 0.6 s -> 0.3 s).
 $(STAMP): pyproject.toml $(LOCK)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check --no-compile "uv==$(UV_VERSION)"
-	$(BIN)/pip install -q --disable-pip-version-check --no-compile --no-deps "$$(grep -E '^torch==' $(LOCK))"
-	grep -vE '^torch==' $(LOCK) | $(BIN)/uv pip install -q --python $(BIN)/python --no-deps -r -
+	$(BIN)/pip install -q --disable-pip-version-check --no-deps "$$(grep -E '^torch==' $(LOCK))"
+	grep -vE '^torch==' $(LOCK) | $(BIN)/uv pip install -q --python $(BIN)/python --no-deps --compile-bytecode -r -
 	$(BIN)/uv pip install -q --python $(BIN)/python --no-deps -e .
 	$(BIN)/uv pip check -q --python $(BIN)/python
 	@touch $(STAMP)
