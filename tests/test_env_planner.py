@@ -235,3 +235,20 @@ def test_no_synthesizer_counts_no_patch_and_env_reset_restores_the_base_tree(mak
     sandbox.apply_patch(task.gold_patch)  # an earlier episode's edit ...
     env.reset()
     assert sandbox.diff() == ""  # ... is gone at the next reset
+
+
+def test_submit_of_an_unchanged_tree_is_unresolved_without_a_test_run(make_env, task, sandbox):
+    """An empty final diff is the base tree, whose failing tests fail by definition: graded unresolved at once
+    (as the SWE-bench harness grades an empty patch), so a rollout does not pay a fresh sandbox and a test run
+    for it; any change at all is still graded by running the tests."""
+    from graph_planner.env.planner_env import EMPTY_PATCH
+
+    env = make_env(max_steps=5)
+    env.reset()
+    result = env.step(Submit())
+    assert result.done and not result.info["episode"]["resolved"]
+    assert result.info["grading"]["error"] == EMPTY_PATCH and env.test_runs == [] and env.stats.tests_run == 0
+    env.reset()
+    sandbox.apply_patch(task.gold_patch)
+    result = env.step(Submit())
+    assert result.info["episode"]["resolved"] and [run["kind"] for run in env.test_runs] == ["grading"]

@@ -36,6 +36,9 @@ from graph_planner.sandbox.base import Sandbox, SandboxError
 
 log = logging.getLogger(__name__)
 READ_MAX_LINES = 200
+#: The verdict of a submit that changed nothing. No tests run: the task's failing tests fail on the base tree by
+#: definition (``gp validate-tasks`` checks it), and the SWE-bench harness grades an empty patch unresolved too.
+EMPTY_PATCH = "empty patch: nothing was changed, so the task's failing tests still fail (no tests were run)"
 
 
 @dataclass
@@ -364,17 +367,23 @@ class PlannerEnv:
         self.memory.rehydrate(self.graph)
 
     def _submit(self, info: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None, bool]:
+        ran_tests = True
         try:
+            diff = self.sandbox.diff()
             # the verdict comes from a fresh sandbox holding only the final diff: nothing code ran during the
             # episode left behind (files outside the repo, a daemon, planted git config) can steer it
             grade_fresh = getattr(self.sandbox, "grade_fresh", None)
-            if self.config.sandbox.grade_in_fresh_sandbox and callable(grade_fresh):
-                report = grade_fresh(self.sandbox.diff())
+            if not diff.strip():
+                ran_tests = False  # the base tree: unresolved by definition, like the SWE-bench harness's empty patch
+                report = TestReport(resolved=False, mode=self.task.grading_mode, error=EMPTY_PATCH)
+            elif self.config.sandbox.grade_in_fresh_sandbox and callable(grade_fresh):
+                report = grade_fresh(diff)
             else:
                 report = self.sandbox.run_tests()
         except SandboxError as exc:
             report = TestReport(resolved=False, mode=self.task.grading_mode, error=f"sandbox error: {exc}")
-        self._log_test_run("grading", report, None)
+        if ran_tests:
+            self._log_test_run("grading", report, None)
         info["grading"] = report.to_dict()
         return {"resolved": report.resolved, "error": report.error}, report.error, report.resolved
 
