@@ -137,7 +137,8 @@ def minimal_env(root: Path, task_env: dict[str, str], isolate_pytest_plugins: bo
     home.mkdir(exist_ok=True)
     tmp.mkdir(exist_ok=True)
     env = {
-        "PATH": os.pathsep.join([str(Path(sys.executable).parent), _SYSTEM_PATH]),
+        # the real path of the interpreter's dir (not of the interpreter): a symlinked venv is bound at its real path
+        "PATH": os.pathsep.join([os.path.realpath(Path(sys.executable).parent), _SYSTEM_PATH]),
         "HOME": str(home), "TMPDIR": str(tmp), "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8",
         "PYTHONDONTWRITEBYTECODE": "1", **SAFE_GIT_ENV,
     }
