@@ -168,6 +168,10 @@ class SFTWarmStartConfig(Section):
     max_steps: int = Field(-1, ge=-1, description="Optimiser steps (-1 = set by epochs).")
     batch_size: int = Field(4, ge=1, description="Examples per optimiser step.")
     lr: float = Field(1e-5, gt=0, description="Learning rate (constant).")
+    torch_threads: int | None = Field(
+        None, ge=1, description="CPU threads for the SFT update (null = training.torch_threads): a batched update "
+        "gains from more threads than one-token-at-a-time rollouts do."
+    )
     output_dir: str | None = Field(None, description="Where the SFT model goes (default <run dir>/sft).")
 
 

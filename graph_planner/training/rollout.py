@@ -1,13 +1,17 @@
 """The local backend's env rollout: the policy under training plays real episodes in real sandboxes.
 
-Each task gets one sandbox; its ``group_size`` episodes run one after another on the same sandbox (PlannerEnv.reset
-restores the base tree), so a GRPO group shares everything but the policy's samples.
+With ``parallel.parallel_agents`` > 1 the step's episodes play that many at a time, each in its own sandbox, their
+generations batched (:func:`play_concurrently`); with 1, each task gets one sandbox and its ``group_size`` episodes run
+one after another on it (PlannerEnv.reset restores the base tree). Either way a GRPO group shares everything but the
+policy's samples.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +41,46 @@ def load_training_tasks(config: RunConfig) -> tuple[list[TaskRecord], Path]:
     return tasks, (path if path.is_dir() else path.parent)
 
 
+def rollout_concurrency(config: RunConfig) -> int:
+    """Episodes played at once: ``parallel.parallel_agents``, within the sandbox slots (``workflow_parallel``)."""
+    return max(1, min(config.parallel.parallel_agents, config.parallel.workflow_parallel))
+
+
+def play_concurrently(play: Callable[[TaskRecord, Any], Trajectory], policy: Any, config: RunConfig,
+                      episodes: list[TaskRecord], concurrency: int) -> list[Trajectory]:
+    """Play ``episodes`` (tasks, a task once per group member) ``concurrency`` at a time, each in its own thread
+    and sandbox, their generations batched in lockstep rounds (:mod:`~graph_planner.training.batched_generation`).
+    Returns the trajectories in episode order; the first episode error is raised once its chunk has finished."""
+    from graph_planner.models.chat import PolicyHandleChat
+    from graph_planner.training.batched_generation import GenerationBatcher
+
+    trajectories: list[Trajectory] = []
+    for start in range(0, len(episodes), concurrency):
+        chunk = episodes[start:start + concurrency]
+        batcher = GenerationBatcher(policy, len(chunk))
+        results: list[Trajectory | BaseException | None] = [None] * len(chunk)
+
+        def member(i: int) -> None:
+            try:
+                results[i] = play(chunk[i], PolicyHandleChat(batcher.member(i), config.planner_sampling))
+            except BaseException as exc:  # re-raised below, after the other members finished
+                results[i] = exc
+            finally:
+                batcher.leave(i)
+
+        threads = [threading.Thread(target=member, args=(i,), name=f"rollout-{start + i}") for i in range(len(chunk))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+            assert result is not None
+            trajectories.append(result)
+    return trajectories
+
+
 def make_env_rollout(config: RunConfig) -> tuple[list[TaskRecord], Any]:
     """``(tasks, rollout_fn)`` for LocalGRPOTrainer: rollout_fn(policy, tasks, group_size) -> trajectories."""
     from graph_planner.agents.factory import make_policy
@@ -53,15 +97,25 @@ def make_env_rollout(config: RunConfig) -> tuple[list[TaskRecord], Any]:
     cache = graph_cache(config)
     run_id = f"train-{config.run_name}-{uuid.uuid4().hex[:6]}"
 
+    concurrency = rollout_concurrency(config)
+
+    def play(task: TaskRecord, chat: Any) -> Trajectory:
+        with open_env(task, config, dataset_dir, run_id, cache=cache) as env:
+            return run_episode(task, env, make_policy(config, chat))
+
     def rollout_fn(policy: Any, batch: list[TaskRecord], group_size: int) -> list[Trajectory]:
-        chat = PolicyHandleChat(policy, config.planner_sampling)
-        trajectories: list[Trajectory] = []
-        for task in batch:
-            with open_env(task, config, dataset_dir, run_id, cache=cache) as env:
-                for _ in range(group_size):
-                    trajectories.append(run_episode(task, env, make_policy(config, chat)))
+        if concurrency > 1:
+            trajectories = play_concurrently(play, policy, config, [t for t in batch for _ in range(group_size)],
+                                             concurrency)
+        else:  # one sandbox per task, its episodes one after another (PlannerEnv.reset restores the base tree)
+            chat = PolicyHandleChat(policy, config.planner_sampling)
+            trajectories = []
+            for task in batch:
+                with open_env(task, config, dataset_dir, run_id, cache=cache) as env:
+                    trajectories.extend(run_episode(task, env, make_policy(config, chat)) for _ in range(group_size))
+        for i, task in enumerate(batch):
             log.info("rollout %s: rewards %s", task.task_id,
-                     [round(t.reward, 3) for t in trajectories[-group_size:]])
+                     [round(t.reward, 3) for t in trajectories[i * group_size:(i + 1) * group_size]])
         return trajectories
 
     return tasks, rollout_fn

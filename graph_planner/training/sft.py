@@ -77,8 +77,9 @@ def run_sft(config: RunConfig, out_dir: str | Path | None = None,
     started = time.monotonic()
     sft, t = config.training.sft, config.training
     out = Path(out_dir) if out_dir is not None else sft_output_dir(config)
-    if t.torch_threads is not None:
-        torch.set_num_threads(t.torch_threads)
+    threads = sft.torch_threads or t.torch_threads
+    if threads is not None:
+        torch.set_num_threads(threads)
     examples, counts = collected if collected is not None else collect_examples(config)
     base = resolve_model_path(config.paths.planner_model, config.paths.cache_dir)
     tokenizer = AutoTokenizer.from_pretrained(config.paths.planner_tokenizer or base)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -126,22 +127,30 @@ def examples_from_rows(rows: list[dict[str, Any]], history_turns: int, source: s
 
 
 def rule_trajectories(config: RunConfig) -> Iterable[list[dict[str, Any]]]:
-    """Rule-policy episodes on the training tasks (``episodes_per_task`` each), as trajectory JSONL rows."""
+    """Rule-policy episodes on the training tasks (``episodes_per_task`` each), as trajectory JSONL rows, played
+    ``parallel.parallel_agents`` at a time (each episode seeds its own exploration, so the rows do not depend on it)."""
     from graph_planner.env.assembly import graph_cache, open_env
     from graph_planner.env.episode import run_episode
     from graph_planner.env.replay import trajectory_lines
-    from graph_planner.training.rollout import load_training_tasks
+    from graph_planner.training.rollout import load_training_tasks, rollout_concurrency
 
     sft = config.training.sft
     tasks, dataset_dir = load_training_tasks(config)
     cache = graph_cache(config)
-    for t, task in enumerate(tasks):
-        with open_env(task, config, dataset_dir, f"sft-{config.run_name}", cache=cache) as env:
-            for k in range(sft.episodes_per_task):
-                # the first episode of each task is the plain rule policy; the others explore
-                epsilon = sft.exploration if k > 0 else 0.0
-                policy = ExploringRulePolicy(epsilon, seed=config.experiment.seed * 1000 + t * 100 + k, flow=sft.flow)
-                yield trajectory_lines(run_episode(task, env, policy))
+    run_id = f"sft-{config.run_name}"
+
+    def play(job: tuple[int, int]) -> list[dict[str, Any]]:
+        t, k = job
+        # the first episode of each task is the plain rule policy; the others explore
+        epsilon = sft.exploration if k > 0 else 0.0
+        policy = ExploringRulePolicy(epsilon, seed=config.experiment.seed * 1000 + t * 100 + k, flow=sft.flow)
+        with open_env(tasks[t], config, dataset_dir, run_id, cache=cache) as env:
+            return trajectory_lines(run_episode(tasks[t], env, policy))
+
+    jobs = [(t, k) for t in range(len(tasks)) for k in range(sft.episodes_per_task)]
+    # parallel.parallel_agents episodes at once, each in its own sandbox; results in job order
+    with ThreadPoolExecutor(max_workers=rollout_concurrency(config), thread_name_prefix="sft-episode") as pool:
+        yield from pool.map(play, jobs)
 
 
 def file_trajectories(directory: str | Path) -> Iterable[list[dict[str, Any]]]:
