@@ -4,6 +4,6 @@ renders a form and ``prefect deployment run --param`` validates input."""
 
 #: The embedded default: bundled sample tasks, local sandbox, toy model, local GRPO on CPU.
 DEFAULT_CONFIG = "configs/experiments/local_debug.yaml"
-#: The embedded default set up to learn: SFT warm start -> GRPO with the oracle -> eval -> base/SFT/GRPO table.
-#: `python -m flows.demo --config` it; not `make demo`'s default while GRPO does not yet raise the reward on it.
+#: The embedded default set up to learn, what `make demo` runs: SFT warm start -> GRPO with the oracle -> eval ->
+#: the base / SFT / GRPO table and the GRPO phase's reward curve.
 LEARNING_CONFIG = "configs/experiments/local_learning.yaml"

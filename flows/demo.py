@@ -1,8 +1,10 @@
-"""``python -m flows.demo`` (what ``make demo`` runs): the pipeline flow on the embedded default, then where the
-report is and how many steps ran versus came from the cache (a second run re-executes no cached step).
+"""``python -m flows.demo`` (what ``make demo`` runs): the pipeline flow on the learning config (bundled tasks,
+local sandbox, toy model, ephemeral Prefect: SFT warm start -> local GRPO with the oracle synthesiser -> eval), then
+the base / SFT / GRPO before-after table, the GRPO phase's own reward curve, where the report is and how many
+steps ran versus came from the cache (a second run re-executes no cached step).
 
-With ``--config configs/experiments/local_learning.yaml`` (SFT warm start -> GRPO with the oracle synthesiser ->
-eval, ``eval.compare_stages``) it also prints the base / SFT / GRPO before-after table."""
+``--config configs/experiments/local_debug.yaml`` runs the plumbing-only embedded default (no SFT, 3 GRPO steps of
+the untrained toy model: nothing learns, every step is exercised)."""
 
 from __future__ import annotations
 
@@ -12,12 +14,12 @@ import os
 import sys
 from pathlib import Path
 
-from flows import DEFAULT_CONFIG
+from flows import LEARNING_CONFIG
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m flows.demo", description=__doc__)
-    parser.add_argument("--config", default=DEFAULT_CONFIG, help="run config YAML (default: %(default)s)")
+    parser.add_argument("--config", default=LEARNING_CONFIG, help="run config YAML (default: %(default)s)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="dotted override, repeatable: --set training.total_steps=1")
     args = parser.parse_args(argv)

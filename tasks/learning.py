@@ -48,7 +48,7 @@ def learning_report(config_file: str, warm_start: str, checkpoint: str) -> str:
     if val.exists():
         splits["val"] = str(val)
     out = run_paths(config).learning
-    report = compare_stages(config, stages, splits, out)
+    report = compare_stages(config, stages, splits, out, config.eval.compare_episodes_per_task)
     for line in summary_lines(report):
         get_run_logger().info("%s", line)
     return str(out)

@@ -488,6 +488,10 @@ class EvalConfig(Section):
         False, description="pipeline, local backend: also play the base, SFT and GRPO models on the train and val "
         "tasks (as rollouts do) and put the before/after table in the report."
     )
+    compare_episodes_per_task: int = Field(
+        4, ge=1, description="compare_stages: episodes per task and stage (sampled as in training; more = steadier "
+        "rates, played concurrently with parallel.parallel_agents)."
+    )
     use_swebench_harness: bool = Field(
         False, description="Also grade predictions.jsonl with the official swebench harness (swebench-source tasks, "
                            "images present in the local Docker engine); its numbers go next to ours in the report."

@@ -64,7 +64,7 @@ def play(config: RunConfig, model_dir: str, dataset: str, episodes_per_task: int
     return score(trajectories)
 
 
-def grpo_curve(checkpoint: str | Path, window: int = 4) -> dict[str, Any] | None:
+def grpo_curve(checkpoint: str | Path, window: int = 3) -> dict[str, Any] | None:
     """The GRPO phase's own curve: per-step ``reward/mean`` from the ``metrics.jsonl`` of the run that wrote
     ``checkpoint`` (found above it), with the means of the first and last ``window`` steps and their difference.
     None when no such file is found (e.g. a run without the JSONL tracker)."""
