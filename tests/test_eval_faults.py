@@ -65,12 +65,13 @@ def start_holder(tmp: Path, run_id: str, backend: str, dataset: Path | None = No
 
 
 def copies(tmp: Path) -> list[Path]:
+    """The holder's 3 sandbox copies, plus the committed template they were copied from (one per process)."""
     return sorted(tmp.glob("gp-*"))
 
 
 def test_sigterm_with_sandboxes_in_worker_threads_leaves_no_local_copy(tmp_path):
     proc = start_holder(tmp_path, f"term-{uuid.uuid4().hex[:6]}", "local")
-    assert len(copies(tmp_path)) == 3
+    assert len(copies(tmp_path)) == 4
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == -signal.SIGTERM
     assert copies(tmp_path) == []
@@ -82,13 +83,13 @@ def test_gp_sandbox_reap_removes_local_copies_of_a_sigkilled_run(tmp_path):
     try:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
-        assert len(copies(tmp_path)) == 6, "SIGKILL gives the run no chance to clean up"
+        assert len(copies(tmp_path)) == 8, "SIGKILL gives the run no chance to clean up"
         env = {**os.environ, "TMPDIR": str(tmp_path), "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}
         reap = subprocess.run([sys.executable, "-m", "graph_planner.cli", "sandbox", "reap"], cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=120)
         assert reap.returncode == 0, reap.stderr[-2000:]
-        assert "removed 3 local sandbox copy(ies); kept 3 of live runs" in " ".join(reap.stderr.split())
-        assert len(copies(tmp_path)) == 3  # the live run's copies are kept
+        assert "removed 4 local sandbox copy(ies); kept 4 of live runs" in " ".join(reap.stderr.split())
+        assert len(copies(tmp_path)) == 4  # the live run's copies (and template) are kept
     finally:
         live.kill()
         live.wait()

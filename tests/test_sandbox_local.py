@@ -218,6 +218,30 @@ def test_plain_source_tree_becomes_a_deterministic_git_repo_at_the_base(tmp_path
         LocalSandbox(task.model_copy(update={"base_commit": head}), local_config().sandbox, tmp_path, "t").start()
 
 
+def test_sandboxes_of_a_plain_tree_copy_one_committed_template(tmp_path, monkeypatch):
+    """Concurrent rollouts start dozens of sandboxes a step: the plain tree is committed once per process, and each
+    sandbox is still its own repo at the base (an edit in one is not in another)."""
+    from graph_planner.data import gitrepo
+
+    built = []
+    real = gitrepo.init_deterministic_repo
+    monkeypatch.setattr(gitrepo, "init_deterministic_repo", lambda path: built.append(path) or real(path))
+    _, gold, test_patch = make_calc_repo(tmp_path, with_git=False)
+    task = swebench_task(tmp_path, gold, test_patch)
+    with LocalSandbox(task, local_config().sandbox, tmp_path, "t") as first:
+        head = first.base_commit
+    task = task.model_copy(update={"base_commit": head})
+    built.clear()
+    with LocalSandbox(task, local_config().sandbox, tmp_path, "t") as a, \
+            LocalSandbox(task, local_config().sandbox, tmp_path, "t") as b:
+        a.apply_patch(gold)
+        assert a.base_commit == b.base_commit == head and b.diff() == "" and "return a + b" in a.diff()
+        assert a.repo_dir != b.repo_dir
+    with LocalSandbox(task, local_config().sandbox, tmp_path, "t") as c:
+        assert c.diff() == ""
+    assert len(built) == 1  # one template for the three sandboxes
+
+
 def test_close_removes_the_temp_copy(sandbox):
     root = sandbox.repo_dir.parent
     assert root.exists()

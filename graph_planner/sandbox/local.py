@@ -19,7 +19,7 @@ from graph_planner.episode.results import ExecResult
 from graph_planner.sandbox.base import SandboxError
 from graph_planner.sandbox.isolation import Isolation, choose_isolation, minimal_env
 from graph_planner.sandbox.isolation import network_cut_prefix as network_cut_prefix  # re-exported for tests
-from graph_planner.sandbox.local_copies import mark_owner, release_copy, track_copy
+from graph_planner.sandbox.local_copies import mark_owner, release_copy, repo_template, track_copy
 from graph_planner.sandbox.reaper import install_exit_cleanup
 from graph_planner.sandbox.shell import ShellSandbox
 
@@ -79,12 +79,15 @@ class LocalSandbox(ShellSandbox):
         try:
             mark_owner(self._root, self.run_id, task.task_id)
             has_git = (source / ".git").exists()
-            # the source's .git is copied only to be trimmed to base_commit (history.py) right after
-            shutil.copytree(source, self._repo, symlinks=True,
+            # a plain tree is committed once per process (a verified template); a source's .git is copied only to
+            # be trimmed to base_commit (history.py) right after
+            template = self._template(source) if not has_git and task.base_commit else None
+            shutil.copytree(template or source, self._repo, symlinks=True,
                             ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
             self._env = minimal_env(self._root, dict(task.env), self.settings.local_isolate_pytest_plugins)
             self._isolate()
-            self._ensure_git_base(has_git=has_git)
+            if template is None:
+                self._ensure_git_base(has_git=has_git)
         except BaseException:
             self._close_backend()
             raise
@@ -131,7 +134,20 @@ class LocalSandbox(ShellSandbox):
             return
         from graph_planner.data.gitrepo import init_deterministic_repo
 
-        head = init_deterministic_repo(self.repo_dir)
+        self._check_base(init_deterministic_repo(self.repo_dir))
+
+    def _template(self, source: Path) -> Path:
+        """The source tree committed deterministically, built once per process and checked against base_commit."""
+        from graph_planner.data.gitrepo import init_deterministic_repo
+
+        assert self.task.base_commit
+        repo, head = repo_template(source, self.task.base_commit, self.run_id, self.task.task_id,
+                                   init_deterministic_repo)
+        self._check_base(head)
+        return repo
+
+    def _check_base(self, head: str) -> None:
+        task = self.task
         if task.base_commit and head != task.base_commit:
             raise SandboxError(
                 f"task {task.task_id}: the copy of {task.repo_path} commits as {head}, but the record's base_commit "

@@ -4,10 +4,13 @@ copies whose owner is dead (a SIGKILLed run, a lost node)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import shutil
 import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,9 +43,51 @@ def remove_own_copies() -> list[Path]:
     with _live_lock:
         roots = sorted(_live)
         _live.clear()
+    with _template_lock:
+        _templates.clear()
     for root in roots:
         shutil.rmtree(root, ignore_errors=True)
     return roots
+
+
+_templates: dict[tuple[str, str, str], tuple[Path, str]] = {}
+_COPY_IGNORED = ("__pycache__", ".pytest_cache")
+
+
+def _tree_stamp(source: Path) -> str:
+    """Paths, sizes and mtimes of ``source``'s files: a source edited since its template was built gets a new one
+    (whose head then no longer matches the task's base_commit, the error a user should see)."""
+    entries = []
+    for dirpath, dirnames, filenames in os.walk(source):
+        dirnames[:] = sorted(d for d in dirnames if d not in _COPY_IGNORED)
+        for name in sorted(filenames):
+            stat = os.lstat(os.path.join(dirpath, name))
+            entries.append(f"{os.path.relpath(os.path.join(dirpath, name), source)}\0{stat.st_size}\0{stat.st_mtime_ns}")
+    return hashlib.sha1("\n".join(entries).encode("utf-8", "surrogateescape")).hexdigest()
+_template_lock = threading.Lock()
+
+
+def repo_template(source: Path, commit: str, run_id: str, task_id: str,
+                  build: Callable[[Path], str]) -> tuple[Path, str]:
+    """``(repo, head)``: a copy of ``source`` made a repository by ``build`` (which returns its HEAD), once per
+    process and (source, expected ``commit``); each sandbox then copies it, ``.git`` included, instead of running
+    git init / add / commit again (concurrent rollouts start dozens of sandboxes a step). Removed at exit like any
+    copy; the caller checks ``head`` against the commit it expects."""
+    key = (str(source.resolve()), commit, _tree_stamp(source))
+    with _template_lock:
+        if key not in _templates:
+            root = Path(tempfile.mkdtemp(prefix=f"{COPY_PREFIX}template-"))
+            track_copy(root)
+            try:
+                mark_owner(root, run_id, task_id)
+                repo = root / "repo"
+                shutil.copytree(source, repo, symlinks=True, ignore=shutil.ignore_patterns(*_COPY_IGNORED))
+                _templates[key] = (repo, build(repo))
+            except BaseException:
+                shutil.rmtree(root, ignore_errors=True)
+                release_copy(root)
+                raise
+        return _templates[key]
 
 
 @dataclass
