@@ -242,6 +242,23 @@ def test_sandboxes_of_a_plain_tree_copy_one_committed_template(tmp_path, monkeyp
     assert len(built) == 1  # one template for the three sandboxes
 
 
+def test_only_the_most_recent_templates_are_kept(tmp_path, monkeypatch):
+    """Each template is a whole repo copy: a long run over many tasks keeps the last few, not one per task."""
+    from graph_planner.sandbox import local_copies
+
+    monkeypatch.setattr(local_copies, "MAX_TEMPLATES", 1)
+    roots = []
+    for name in ("one", "two"):
+        _, gold, test_patch = make_calc_repo(tmp_path / name, with_git=False)
+        task = swebench_task(tmp_path / name, gold, test_patch)
+        with LocalSandbox(task, local_config().sandbox, tmp_path / name, "t") as sb:
+            task = task.model_copy(update={"base_commit": sb.base_commit})
+        with LocalSandbox(task, local_config().sandbox, tmp_path / name, "t") as sb:
+            assert sb.diff() == ""
+        roots.append(next(iter(local_copies._templates.values()))[0].parent)
+    assert len(local_copies._templates) == 1 and not roots[0].exists() and roots[1].exists()
+
+
 def test_close_removes_the_temp_copy(sandbox):
     root = sandbox.repo_dir.parent
     assert root.exists()

@@ -19,7 +19,7 @@ from graph_planner.episode.results import ExecResult
 from graph_planner.sandbox.base import SandboxError
 from graph_planner.sandbox.isolation import Isolation, choose_isolation, minimal_env
 from graph_planner.sandbox.isolation import network_cut_prefix as network_cut_prefix  # re-exported for tests
-from graph_planner.sandbox.local_copies import mark_owner, release_copy, repo_template, track_copy
+from graph_planner.sandbox.local_copies import copy_from_template, mark_owner, release_copy, track_copy
 from graph_planner.sandbox.reaper import install_exit_cleanup
 from graph_planner.sandbox.shell import ShellSandbox
 
@@ -81,12 +81,15 @@ class LocalSandbox(ShellSandbox):
             has_git = (source / ".git").exists()
             # a plain tree is committed once per process (a verified template); a source's .git is copied only to
             # be trimmed to base_commit (history.py) right after
-            template = self._template(source) if not has_git and task.base_commit else None
-            shutil.copytree(template or source, self._repo, symlinks=True,
-                            ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
+            from_template = not has_git and bool(task.base_commit)
+            if from_template:
+                self._copy_template(source)
+            else:
+                shutil.copytree(source, self._repo, symlinks=True,
+                                ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
             self._env = minimal_env(self._root, dict(task.env), self.settings.local_isolate_pytest_plugins)
             self._isolate()
-            if template is None:
+            if not from_template:
                 self._ensure_git_base(has_git=has_git)
         except BaseException:
             self._close_backend()
@@ -136,15 +139,14 @@ class LocalSandbox(ShellSandbox):
 
         self._check_base(init_deterministic_repo(self.repo_dir))
 
-    def _template(self, source: Path) -> Path:
-        """The source tree committed deterministically, built once per process and checked against base_commit."""
+    def _copy_template(self, source: Path) -> None:
+        """The plain source tree as a deterministic repo, committed once per process (a template), checked against
+        base_commit."""
         from graph_planner.data.gitrepo import init_deterministic_repo
 
-        assert self.task.base_commit
-        repo, head = repo_template(source, self.task.base_commit, self.run_id, self.task.task_id,
-                                   init_deterministic_repo)
-        self._check_base(head)
-        return repo
+        assert self.task.base_commit and self._repo is not None
+        self._check_base(copy_from_template(source, self.task.base_commit, self._repo, self.run_id,
+                                            self.task.task_id, init_deterministic_repo))
 
     def _check_base(self, head: str) -> None:
         task = self.task

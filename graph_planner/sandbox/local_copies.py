@@ -11,6 +11,7 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Callable
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +26,60 @@ _live_lock = threading.Lock()
 
 def mark_owner(root: Path, run_id: str, task_id: str) -> None:
     (root / OWNER_FILE).write_text(json.dumps(owner_labels(run_id, task_id)) + "\n", encoding="utf-8")
+
+
+#: Committed templates of plain source trees, most recently used last; a few are kept (each is a whole repo copy).
+_templates: OrderedDict[tuple[str, str, str], tuple[Path, str]] = OrderedDict()
+_template_lock = threading.Lock()
+MAX_TEMPLATES = 8
+_COPY_IGNORED = ("__pycache__", ".pytest_cache")
+
+
+def _tree_stamp(source: Path) -> str:
+    """Paths, sizes and mtimes of ``source``'s files: a source edited since its template was built gets a new one
+    (whose head then no longer matches the task's base_commit, the error a user should see)."""
+    entries = []
+    for dirpath, dirnames, filenames in os.walk(source):
+        dirnames[:] = sorted(d for d in dirnames if d not in _COPY_IGNORED)
+        for name in sorted(filenames):
+            path = os.path.join(dirpath, name)
+            stat = os.lstat(path)
+            entries.append(f"{os.path.relpath(path, source)}\0{stat.st_size}\0{stat.st_mtime_ns}")
+    return hashlib.sha1("\n".join(entries).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def copy_from_template(source: Path, commit: str, dest: Path, run_id: str, task_id: str,
+                       build: Callable[[Path], str]) -> str:
+    """Copy ``source`` to ``dest`` as a repository and return its HEAD. The repository (``build`` makes one of a
+    copy and returns its HEAD) is built once per process and (source, expected ``commit``, tree stamp) and then
+    copied, ``.git`` included, instead of running git init / add / commit for every sandbox (concurrent rollouts
+    start dozens a step). The last :data:`MAX_TEMPLATES` are kept, removed at exit like any copy; the caller checks
+    the HEAD against the commit it expects."""
+    key = (str(source.resolve()), commit, _tree_stamp(source))
+    with _template_lock:  # copies run under the lock too: an evicted template is never read while removed
+        if key in _templates:
+            _templates.move_to_end(key)
+        else:
+            root = Path(tempfile.mkdtemp(prefix=f"{COPY_PREFIX}template-"))
+            track_copy(root)
+            try:
+                mark_owner(root, run_id, task_id)
+                repo = root / "repo"
+                shutil.copytree(source, repo, symlinks=True, ignore=shutil.ignore_patterns(*_COPY_IGNORED))
+                _templates[key] = (repo, build(repo))
+            except BaseException:
+                _drop_template(root)
+                raise
+            while len(_templates) > MAX_TEMPLATES:
+                _drop_template(_templates.popitem(last=False)[1][0].parent)
+        repo, head = _templates[key]
+        shutil.copytree(repo, dest, symlinks=True)
+        return head
+
+
+def _drop_template(root: Path) -> None:
+    shutil.rmtree(root, ignore_errors=True)
+    release_copy(root)
 
 
 def track_copy(root: Path) -> None:
@@ -48,46 +103,6 @@ def remove_own_copies() -> list[Path]:
     for root in roots:
         shutil.rmtree(root, ignore_errors=True)
     return roots
-
-
-_templates: dict[tuple[str, str, str], tuple[Path, str]] = {}
-_COPY_IGNORED = ("__pycache__", ".pytest_cache")
-
-
-def _tree_stamp(source: Path) -> str:
-    """Paths, sizes and mtimes of ``source``'s files: a source edited since its template was built gets a new one
-    (whose head then no longer matches the task's base_commit, the error a user should see)."""
-    entries = []
-    for dirpath, dirnames, filenames in os.walk(source):
-        dirnames[:] = sorted(d for d in dirnames if d not in _COPY_IGNORED)
-        for name in sorted(filenames):
-            stat = os.lstat(os.path.join(dirpath, name))
-            entries.append(f"{os.path.relpath(os.path.join(dirpath, name), source)}\0{stat.st_size}\0{stat.st_mtime_ns}")
-    return hashlib.sha1("\n".join(entries).encode("utf-8", "surrogateescape")).hexdigest()
-_template_lock = threading.Lock()
-
-
-def repo_template(source: Path, commit: str, run_id: str, task_id: str,
-                  build: Callable[[Path], str]) -> tuple[Path, str]:
-    """``(repo, head)``: a copy of ``source`` made a repository by ``build`` (which returns its HEAD), once per
-    process and (source, expected ``commit``); each sandbox then copies it, ``.git`` included, instead of running
-    git init / add / commit again (concurrent rollouts start dozens of sandboxes a step). Removed at exit like any
-    copy; the caller checks ``head`` against the commit it expects."""
-    key = (str(source.resolve()), commit, _tree_stamp(source))
-    with _template_lock:
-        if key not in _templates:
-            root = Path(tempfile.mkdtemp(prefix=f"{COPY_PREFIX}template-"))
-            track_copy(root)
-            try:
-                mark_owner(root, run_id, task_id)
-                repo = root / "repo"
-                shutil.copytree(source, repo, symlinks=True, ignore=shutil.ignore_patterns(*_COPY_IGNORED))
-                _templates[key] = (repo, build(repo))
-            except BaseException:
-                shutil.rmtree(root, ignore_errors=True)
-                release_copy(root)
-                raise
-        return _templates[key]
 
 
 @dataclass
