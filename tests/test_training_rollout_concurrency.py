@@ -81,6 +81,31 @@ def test_a_failed_generation_reaches_every_member_of_the_call():
     assert all(len(answers) == 1 and isinstance(answers[0], RuntimeError) for answers in got.values())
 
 
+def test_an_interrupt_inside_generation_leaves_no_member_waiting():
+    class Interrupted(RecordingHandle):
+        def generate_batch(self, prompts, sampling, n=1):
+            raise KeyboardInterrupt
+
+    batcher = GenerationBatcher(Interrupted(), 2)
+    seen: list[BaseException] = []
+
+    def member(i: int) -> None:
+        try:
+            batcher.member(i).generate([{"role": "user", "content": str(i)}], SamplingConfig())
+        except BaseException as exc:
+            seen.append(exc)
+        finally:
+            batcher.leave(i)
+
+    threads = [threading.Thread(target=member, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not any(thread.is_alive() for thread in threads) and len(seen) == 2
+    assert all(isinstance(exc, KeyboardInterrupt) for exc in seen)
+
+
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory) -> Path:
     from graph_planner.data.prepare import prepare_datasets

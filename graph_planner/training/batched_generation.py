@@ -70,7 +70,7 @@ class GenerationBatcher:
                 self.rounds += 1
                 for i, out in zip(members, outputs):
                     self._answers[i] = out[0]
-            except Exception as exc:  # every member of the call sees the failure
+            except BaseException as exc:  # every member of the call sees the failure (none is left waiting)
                 for i in members:
                     self._answers[i] = exc
         self._cond.notify_all()
