@@ -106,6 +106,26 @@ def test_an_interrupt_inside_generation_leaves_no_member_waiting():
     assert all(isinstance(exc, KeyboardInterrupt) for exc in seen)
 
 
+def test_a_failing_episode_is_raised_after_the_others_of_its_chunk_finished():
+    """One episode's error must not hang the round the others wait in, nor cut their episodes short."""
+    from graph_planner.training.rollout import play_concurrently
+
+    finished: list[str] = []
+
+    def play(task, chat):
+        for turn in range(2):
+            chat.chat([{"role": "user", "content": f"{task}-{turn}"}])
+            if task == "bad":
+                raise ValueError("sandbox lost")
+        finished.append(task)
+        return task
+
+    config = load_run_config(None, {})
+    with pytest.raises(ValueError, match="sandbox lost"):
+        play_concurrently(play, RecordingHandle(), config, ["a", "bad", "c"], concurrency=3)
+    assert sorted(finished) == ["a", "c"]
+
+
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory) -> Path:
     from graph_planner.data.prepare import prepare_datasets

@@ -19,7 +19,7 @@ from graph_planner.episode.results import ExecResult
 from graph_planner.sandbox.base import SandboxError
 from graph_planner.sandbox.isolation import Isolation, choose_isolation, minimal_env
 from graph_planner.sandbox.isolation import network_cut_prefix as network_cut_prefix  # re-exported for tests
-from graph_planner.sandbox.local_copies import copy_from_template, mark_owner, release_copy, track_copy
+from graph_planner.sandbox.local_copies import COPY_IGNORED, copy_from_template, mark_owner, release_copy, track_copy
 from graph_planner.sandbox.reaper import install_exit_cleanup
 from graph_planner.sandbox.shell import ShellSandbox
 
@@ -85,8 +85,7 @@ class LocalSandbox(ShellSandbox):
             if from_template:
                 self._copy_template(source)
             else:
-                shutil.copytree(source, self._repo, symlinks=True,
-                                ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
+                shutil.copytree(source, self._repo, symlinks=True, ignore=shutil.ignore_patterns(*COPY_IGNORED))
             self._env = minimal_env(self._root, dict(task.env), self.settings.local_isolate_pytest_plugins)
             self._isolate()
             if not from_template:

@@ -10,8 +10,8 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,7 +32,8 @@ def mark_owner(root: Path, run_id: str, task_id: str) -> None:
 _templates: OrderedDict[tuple[str, str, str], tuple[Path, str]] = OrderedDict()
 _template_lock = threading.Lock()
 MAX_TEMPLATES = 8
-_COPY_IGNORED = ("__pycache__", ".pytest_cache")
+#: Never copied into a sandbox: caches a host run of the source may have left.
+COPY_IGNORED = ("__pycache__", ".pytest_cache")
 
 
 def _tree_stamp(source: Path) -> str:
@@ -40,7 +41,7 @@ def _tree_stamp(source: Path) -> str:
     (whose head then no longer matches the task's base_commit, the error a user should see)."""
     entries = []
     for dirpath, dirnames, filenames in os.walk(source):
-        dirnames[:] = sorted(d for d in dirnames if d not in _COPY_IGNORED)
+        dirnames[:] = sorted(d for d in dirnames if d not in COPY_IGNORED)
         for name in sorted(filenames):
             path = os.path.join(dirpath, name)
             stat = os.lstat(path)
@@ -65,7 +66,7 @@ def copy_from_template(source: Path, commit: str, dest: Path, run_id: str, task_
             try:
                 mark_owner(root, run_id, task_id)
                 repo = root / "repo"
-                shutil.copytree(source, repo, symlinks=True, ignore=shutil.ignore_patterns(*_COPY_IGNORED))
+                shutil.copytree(source, repo, symlinks=True, ignore=shutil.ignore_patterns(*COPY_IGNORED))
                 _templates[key] = (repo, build(repo))
             except BaseException:
                 _drop_template(root)

@@ -27,7 +27,6 @@ class GenerationBatcher:
         self._playing = set(range(members))
         self._pending: dict[int, tuple[Any, SamplingConfig]] = {}
         self._answers: dict[int, Any] = {}
-        self.rounds = 0  # generate_batch calls made (one per round and distinct sampling setting)
 
     def member(self, index: int) -> MemberHandle:
         """The handle member ``index`` generates through (a GenerationHandle, as PolicyHandleChat expects)."""
@@ -67,7 +66,6 @@ class GenerationBatcher:
         for members in by_sampling.values():
             try:
                 outputs = self.handle.generate_batch([requests[i][0] for i in members], requests[members[0]][1], 1)
-                self.rounds += 1
                 for i, out in zip(members, outputs):
                     self._answers[i] = out[0]
             except BaseException as exc:  # every member of the call sees the failure (none is left waiting)

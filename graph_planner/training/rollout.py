@@ -9,9 +9,9 @@ policy's samples.
 from __future__ import annotations
 
 import logging
-import threading
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -58,26 +58,17 @@ def play_concurrently(play: Callable[[TaskRecord, Any], Trajectory], policy: Any
     for start in range(0, len(episodes), concurrency):
         chunk = episodes[start:start + concurrency]
         batcher = GenerationBatcher(policy, len(chunk))
-        results: list[Trajectory | BaseException | None] = [None] * len(chunk)
 
-        def member(i: int) -> None:
+        def member(i: int) -> Trajectory:
             try:
-                results[i] = play(chunk[i], PolicyHandleChat(batcher.member(i), config.planner_sampling))
-            except BaseException as exc:  # re-raised below, after the other members finished
-                results[i] = exc
+                return play(chunk[i], PolicyHandleChat(batcher.member(i), config.planner_sampling))
             finally:
                 batcher.leave(i)
 
-        threads = [threading.Thread(target=member, args=(i,), name=f"rollout-{start + i}") for i in range(len(chunk))]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        for result in results:
-            if isinstance(result, BaseException):
-                raise result
-            assert result is not None
-            trajectories.append(result)
+        # one thread per member (a round waits for all of them); leaving the pool waits for every member, so the
+        # first error map() raises comes after the whole chunk finished
+        with ThreadPoolExecutor(max_workers=len(chunk), thread_name_prefix=f"rollout-{start}") as pool:
+            trajectories.extend(pool.map(member, range(len(chunk))))
     return trajectories
 
 
