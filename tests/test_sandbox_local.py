@@ -242,6 +242,26 @@ def test_sandboxes_of_a_plain_tree_copy_one_committed_template(tmp_path, monkeyp
     assert len(built) == 1  # one template for the three sandboxes
 
 
+def test_task_code_cannot_reach_the_template_later_sandboxes_copy(tmp_path):
+    """Attack: code run in one sandbox plants a file (a conftest, a fixed source) in the committed template, so every
+    later sandbox of the process, the fresh grading one included, starts from it. Under bubblewrap the template
+    (outside the sandbox's own dir) is not there to write to."""
+    from graph_planner.sandbox import isolation, local_copies
+
+    if not isolation.bwrap_works():
+        pytest.skip("bubblewrap is not usable here: the local sandbox then only cuts the network (docs/security.md)")
+    _, gold, test_patch = make_calc_repo(tmp_path, with_git=False)
+    task = swebench_task(tmp_path, gold, test_patch)
+    with LocalSandbox(task, local_config().sandbox, tmp_path, "t") as sb:
+        task = task.model_copy(update={"base_commit": sb.base_commit})
+    with LocalSandbox(task, local_config().sandbox, tmp_path, "t") as sb:
+        template = next(reversed(local_copies._templates.values()))[0]  # the one this sandbox was copied from
+        res = sb.exec(f"echo planted > {template}/conftest.py")
+        assert not res.ok and not (template / "conftest.py").exists()
+    with LocalSandbox(task, local_config().sandbox, tmp_path, "t") as sb:
+        assert sb.diff() == "" and not (sb.repo_dir / "conftest.py").exists()
+
+
 def test_only_the_most_recent_templates_are_kept(tmp_path, monkeypatch):
     """Each template is a whole repo copy: a long run over many tasks keeps the last few, not one per task."""
     from graph_planner.sandbox import local_copies
