@@ -1,60 +1,33 @@
 """A newcomer's first command on a fresh clone is ``make demo``: it must work before anything (``make test``,
 ``docker-up.sh``, an earlier demo) has created ``.cache/`` or any other state.
 
-The clone is a copy of the checkout's tracked and untracked-but-not-ignored files (what ``git clone`` of this
-commit plus the working changes would hold), run with the suite's own venv: installing a second venv would test
-the lock, not the demo, and ``benchmarks/install.py`` measures that.
+The first run starts in the background when collection ends (tests/conftest.py, tests/fresh_clone_demo.py): the
+demo is the learning run, and the rest of the suite runs beside it.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from fresh_clone_demo import BACKGROUND_DEMO, BackgroundDemo, make_demo, venv_installed
 
 from graph_planner.telemetry.trackers import read_step_metrics
 
-ROOT = Path(__file__).resolve().parent.parent
-VENV = Path(sys.prefix)
-
-
-def _fresh_copy(dest: Path) -> Path:
-    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                           check=True, capture_output=True).stdout.decode().split("\0")
-    for rel in filter(None, files):
-        src = ROOT / rel
-        if not src.exists() and not src.is_symlink():
-            continue  # deleted in the working tree, not yet committed
-        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, dest / rel, follow_symlinks=False)
-    return dest
-
-
-def _make_demo(clone: Path) -> subprocess.CompletedProcess[str]:
-    # Prefect settings of the outer test session must not leak in: the demo runs its own ephemeral server.
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "HF_HUB_OFFLINE"))}
-    stamp = VENV / ".installed"
-    # -o STAMP: the venv is installed already; don't let the copy's newer pyproject.toml re-point it.
-    return subprocess.run(["make", "-s", "-o", str(stamp), "demo", f"VENV={VENV}"], cwd=clone, env=env,
-                          capture_output=True, text=True, timeout=900)
-
 
 @pytest.fixture(scope="module")
-def demo_runs(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
+def demo_runs(request, tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess[str],
+                                                  subprocess.CompletedProcess[str]]:
     """``make demo`` twice on one fresh clone: what a newcomer runs first, then again."""
-    if not (VENV / ".installed").exists():
-        pytest.skip(f"the suite is not running from a Makefile venv ({VENV}/.installed missing)")
-    clone = _fresh_copy(tmp_path_factory.mktemp("fresh") / "clone")
-    assert not (clone / ".cache").exists() and not (clone / "runs").exists()
-    first = _make_demo(clone)
-    second = _make_demo(clone) if first.returncode == 0 else first
-    return clone, first, second
+    if not venv_installed():
+        pytest.skip("the suite is not running from a Makefile venv (<venv>/.installed missing)")
+    demo = request.config.stash.get(BACKGROUND_DEMO, None) or BackgroundDemo(tmp_path_factory.mktemp("fresh"))
+    first = demo.result()
+    second = make_demo(demo.clone) if first.returncode == 0 else first
+    return demo.clone, first, second
 
 
 @pytest.mark.slow

@@ -209,7 +209,11 @@ class TrainingConfig(AlgorithmKeys, Section):
     max_response_length: int = Field(512, ge=1, description="Response token budget per turn.")
     resume_from: str | None = Field(None, description="Checkpoint dir to resume from ('auto' = latest in run dir).")
     torch_threads: int | None = Field(
-        None, ge=1, description="torch CPU threads for the local backend (null = torch's default)."
+        None, ge=1, description="torch CPU threads for the local backend's rollouts (null = torch's default)."
+    )
+    update_torch_threads: int | None = Field(
+        None, ge=1, description="torch CPU threads for the local backend's policy update (null = torch_threads): "
+        "nothing else runs during the update, so a batched update gains from threads one-token rollouts lose to."
     )
     kl_loss_type: Literal["kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3"] = Field(
         "low_var_kl", description="verl KL estimator for the KL-to-reference loss (used when kl_coef > 0)."

@@ -6,7 +6,9 @@ clamp is reported as a warning string, which the env puts into the step's info.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Annotated, Any, Literal
 
 import annotated_types
@@ -179,7 +181,14 @@ def _strip_titles(schema: Any) -> Any:
 
 
 def action_tool_schemas() -> list[dict[str, Any]]:
-    """OpenAI `tools` definitions, generated from the action models (bounds and descriptions included)."""
+    """OpenAI `tools` definitions, generated from the action models (bounds and descriptions included).
+    A fresh copy each call (the caller may edit it) of what is generated once per process: pydantic's schema
+    generation costs ~25 ms, and every episode's policy asks for it."""
+    return copy.deepcopy(_action_tool_schemas())
+
+
+@lru_cache(maxsize=1)
+def _action_tool_schemas() -> list[dict[str, Any]]:
     tools = []
     for name, model in ACTION_TYPES.items():
         schema = _strip_titles(model.model_json_schema())

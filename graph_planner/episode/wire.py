@@ -14,6 +14,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal
 
 from pydantic import ValidationError
@@ -177,8 +178,10 @@ def _type_name(spec: Mapping[str, Any]) -> str:
     return {"string": "str", "integer": "int", "number": "float", "boolean": "bool"}.get(kind, str(kind))
 
 
+@lru_cache(maxsize=1)
 def system_prompt() -> str:
-    """The planner's system prompt: the job, the tools (from the action schemas), and the exact output form."""
+    """The planner's system prompt: the job, the tools (from the action schemas), and the exact output form.
+    Built once per process (every episode's policy asks for it)."""
     lines = [
         "You are a software engineer fixing a reported issue in a Python repository.",
         "You explore the repository's code graph, keep the relevant code in memory, then ask a patch",

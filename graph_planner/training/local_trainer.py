@@ -30,6 +30,7 @@ from graph_planner.models.toy import resolve_model_path
 from graph_planner.telemetry.metrics import with_seed_names
 from graph_planner.training import checkpoint as ckpt
 from graph_planner.training import grpo
+from graph_planner.training.background_imports import GRPO_IMPORTS, import_in_background
 from graph_planner.training.policy_handle import PolicyHandle, sampling_temperature
 
 log = logging.getLogger(__name__)
@@ -92,6 +93,18 @@ def _state_key(traj: Trajectory) -> Hashable:
     return hashlib.sha1(np.asarray(first, dtype=np.int64).tobytes()).hexdigest()
 
 
+@contextlib.contextmanager
+def _torch_threads(threads: int | None):
+    """torch's CPU thread count set to ``threads`` (None: unchanged) for the block, then restored."""
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 class LocalGRPOTrainer:
     """GRPO in one process; ``train()`` runs to ``training.total_steps``, checkpointing on the way."""
 
@@ -99,6 +112,7 @@ class LocalGRPOTrainer:
                  log_fn: LogFn | None = None, run_dir: str | Path | None = None) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        import_in_background(*GRPO_IMPORTS)  # needed after the first rollout, which mostly waits on test runs
         self.config, self.t = config, config.training
         self.rollout_fn, self.tasks, self.log_fn = rollout_fn, list(tasks), log_fn
         self.run_dir = Path(run_dir or run_paths(config).run_dir)
@@ -227,7 +241,8 @@ class LocalGRPOTrainer:
                     continue
                 rows.append(Row(list(turn.prompt_token_ids), list(turn.response_token_ids),
                                 list(turn.response_logprobs) if turn.response_logprobs else None, adv, group))
-        update = self._update(rows) if rows else {}
+        with _torch_threads(self.t.update_torch_threads):
+            update = self._update(rows) if rows else {}
         elapsed = time.perf_counter() - t0
         tokens = sum(len(r.prompt_ids) + len(r.response_ids) for r in rows)
         turns = [turn for tr in trajectories for turn in tr.turns]

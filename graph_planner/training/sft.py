@@ -66,12 +66,9 @@ def run_sft(config: RunConfig, out_dir: str | Path | None = None,
     import time
 
     import torch
-    from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback
-    from trl import SFTConfig as TRLSFTConfig
-    from trl import SFTTrainer
 
     from graph_planner.models.toy import resolve_model_path
+    from graph_planner.training.background_imports import SFT_IMPORTS, import_in_background
     from graph_planner.training.sft_data import collect_examples, tokenize_example
 
     started = time.monotonic()
@@ -80,7 +77,14 @@ def run_sft(config: RunConfig, out_dir: str | Path | None = None,
     threads = sft.torch_threads or t.torch_threads
     if threads is not None:
         torch.set_num_threads(threads)
+    if collected is None:
+        import_in_background(*SFT_IMPORTS)  # TRL (~5 s) loads while the demonstrations play
     examples, counts = collected if collected is not None else collect_examples(config)
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback
+    from trl import SFTConfig as TRLSFTConfig
+    from trl import SFTTrainer
+
     base = resolve_model_path(config.paths.planner_model, config.paths.cache_dir)
     tokenizer = AutoTokenizer.from_pretrained(config.paths.planner_tokenizer or base)
     rows = [tokenize_example(e, tokenizer, t.max_prompt_length) for e in examples]
