@@ -5,7 +5,7 @@ the bundled training tasks, TRL SFTTrainer on the toy model), then local GRPO wi
 (a labelled diagnostic: the gold patch only when memory M holds the code it changes), real local sandboxes, real
 tests. Only the GRPO steps are in the curve: step 1 is the SFT model's own rollouts.
 
-    .venv/bin/python benchmarks/env_learning.py [--seeds 0 1 2] [--steps 20] [--out-dir runs/benchmarks/env_learning]
+    .venv/bin/python benchmarks/env_learning.py [--seeds 0 1 2] [--steps 10] [--window 5] [--out-dir runs/benchmarks/env_learning]
 
 Prints one JSON object: per seed the per-step ``reward/mean`` (and std, resolved rate, M recall, grad norm), the
 first-5 vs last-5 means and their difference (``rise``), parse error rate at the first and last GRPO step, wall
@@ -60,7 +60,7 @@ def seed_config(out_dir: Path, data: Path, seed: int, steps: int, extra: dict[st
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--steps", type=int, default=20, help="GRPO steps per seed")
+    parser.add_argument("--steps", type=int, default=10, help="GRPO steps per seed (the demo runs 10)")
     parser.add_argument("--window", type=int, default=5, help="first-N vs last-N steps")
     parser.add_argument("--out-dir", default=str(ROOT / "runs" / "benchmarks" / "env_learning"))
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",

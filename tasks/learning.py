@@ -26,7 +26,7 @@ def sft_warm_start(config_file: str, registry: str) -> str:
     config = load_resolved(config_file)
     if not config.training.sft.enabled:
         return ""
-    result = run_sft(config)
+    result = run_sft(config, progress=get_run_logger().info)
     get_run_logger().info("SFT warm start: %d example(s) from %d/%d episode(s), loss %.3f -> %s", result.examples,
                           result.episodes_kept, result.episodes, result.train_loss, result.model_dir)
     return str(result.model_dir)
@@ -48,7 +48,8 @@ def learning_report(config_file: str, warm_start: str, checkpoint: str) -> str:
     if val.exists():
         splits["val"] = str(val)
     out = run_paths(config).learning
-    report = compare_stages(config, stages, splits, out, config.eval.compare_episodes_per_task)
+    report = compare_stages(config, stages, splits, out, config.eval.compare_episodes_per_task,
+                            progress=get_run_logger().info)
     for line in summary_lines(report):
         get_run_logger().info("%s", line)
     return str(out)

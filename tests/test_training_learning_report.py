@@ -25,12 +25,13 @@ def test_grpo_curve_reads_the_runs_metrics_above_the_checkpoint(tmp_path):
     curve = grpo_curve(checkpoint)
 
     assert curve["reward_mean"] == [-0.2, -0.1, 0.0, -0.1, 0.1, 0.2, 0.3, 0.5]  # step 0 skipped, resume wins
-    assert curve["window"] == 3 and curve["first"] == -0.1 and curve["last"] == 0.3333
-    assert curve["rise"] == 0.4333
+    # first 5 vs last 5 steps, capped to halves of an 8-step curve: the windows never overlap
+    assert curve["window"] == 4 and curve["first"] == -0.1 and curve["last"] == 0.275
+    assert curve["rise"] == 0.375
     report = {"splits": {"train": "t.jsonl"}, "episodes_per_task": 1, "synthesizer": "oracle", "note": "n",
               "rows": {"base": {"train": {"parse_error_rate": 1.0, "resolved_rate": 0.0, "loc_m_recall": 0.0,
                                           "reward_mean": -0.3}}}, "grpo_training": curve}
-    line = "GRPO training reward/mean, first 3 vs last 3 of 8 steps: -0.100 -> +0.333 (+0.433)"
+    line = "GRPO training reward/mean, first 4 vs last 4 of 8 steps: -0.100 -> +0.275 (+0.375)"
     assert line in render_markdown(report) and summary_lines(report)[-1] == line
 
 

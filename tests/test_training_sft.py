@@ -113,8 +113,9 @@ def test_gp_sft_from_eval_trajectories_writes_a_trainable_model(rule_rows, tmp_p
     result = CliRunner().invoke(app, [
         "sft", "-c", str(LOCAL_DEBUG_CONFIG), "--source", "trajectories", "--trajectories", str(trajectories),
         "--out", str(out), "--output-dir", str(tmp_path / "runs"), "--set", f"paths.cache_dir={tmp_path / 'cache'}",
-        "--set", "training.sft.epochs=1", "--set", "training.sft.lr=1e-3", "--set", "training.max_prompt_length=256"])
+        "--set", "training.sft.epochs=2", "--set", "training.sft.lr=1e-3", "--set", "training.max_prompt_length=256"])
     assert result.exit_code == 0, result.output
+    assert re.search(r"^SFT epoch 2/2: loss [0-9.]+, token accuracy [0-9.]+$", result.output, re.M), result.output
     summary = json.loads(re.search(r'\{"model_dir".*\}', result.output).group(0))  # after progress bars
     assert summary["episodes"] == 2 and summary["episodes_kept"] == 1 and summary["examples"] >= 5
     assert summary["model_dir"] == str(out / "model")

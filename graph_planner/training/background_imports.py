@@ -19,6 +19,9 @@ log = logging.getLogger(__name__)
 GRPO_IMPORTS = ("verl.trainer.ppo.core_algos", "swebench.harness.log_parsers")
 #: What the SFT warm start needs after collecting its demonstrations (which run tests: the parsers).
 SFT_IMPORTS = ("trl", "swebench.harness.log_parsers")
+#: What the demo's steps import (torch, transformers, TRL, verl's GRPO math, the parsers), started by
+#: ``flows/demo.py`` while Prefect's ephemeral server starts in its own process and this one mostly waits.
+DEMO_IMPORTS = ("torch", "transformers", "trl", "verl.trainer.ppo.core_algos", "swebench.harness.log_parsers")
 
 
 def import_in_background(*modules: str) -> threading.Thread:

@@ -13,7 +13,7 @@ import json
 import logging
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +64,7 @@ def play(config: RunConfig, model_dir: str, dataset: str, episodes_per_task: int
     return score(trajectories)
 
 
-def grpo_curve(checkpoint: str | Path, window: int = 3) -> dict[str, Any] | None:
+def grpo_curve(checkpoint: str | Path, window: int = 5) -> dict[str, Any] | None:
     """The GRPO phase's own curve: per-step ``reward/mean`` from the ``metrics.jsonl`` of the run that wrote
     ``checkpoint`` (found above it), with the means of the first and last ``window`` steps and their difference.
     None when no such file is found (e.g. a run without the JSONL tracker)."""
@@ -85,9 +85,10 @@ def grpo_curve(checkpoint: str | Path, window: int = 3) -> dict[str, Any] | None
 
 
 def compare_stages(config: RunConfig, stages: dict[str, str], splits: dict[str, str], out_dir: str | Path,
-                   episodes_per_task: int = 1) -> dict[str, Any]:
+                   episodes_per_task: int = 1, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Play every stage's model on every split; write ``learning.json`` / ``learning.md`` into ``out_dir``.
-    With a ``grpo`` stage, the report also holds the GRPO phase's training-reward curve (:func:`grpo_curve`)."""
+    With a ``grpo`` stage, the report also holds the GRPO phase's training-reward curve (:func:`grpo_curve`).
+    ``progress`` gets a line per stage and split played (default: this module's logger)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if config.training.torch_threads is not None:
@@ -99,8 +100,9 @@ def compare_stages(config: RunConfig, stages: dict[str, str], splits: dict[str, 
     for stage, model in stages.items():
         rows[stage] = {}
         for split, dataset in splits.items():
-            rows[stage][split] = play(config, model, dataset, episodes_per_task)
-            log.info("learning report: %s on %s: %s", stage, split, rows[stage][split])
+            rows[stage][split] = row = play(config, model, dataset, episodes_per_task)
+            (progress or log.info)(f"learning report: {stage} on {split}: parse errors {row['parse_error_rate']:.0%}, "
+                                   f"resolved {row['resolved_rate']:.0%}, reward {row['reward_mean']:+.3f}")
     report = {"stages": stages, "splits": splits, "episodes_per_task": episodes_per_task,
               "synthesizer": config.backends.cgm_backend, "rows": rows,
               "seconds": round(time.monotonic() - started, 2), "note": NOTE,

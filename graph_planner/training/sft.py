@@ -15,6 +15,7 @@ import json
 import logging
 import math
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,16 +27,18 @@ log = logging.getLogger(__name__)
 MODEL_DIR = "model"
 
 
-def _epoch_log_callback():  # -> TrainerCallback (transformers imported lazily, like the trainer itself)
+def _epoch_log_callback(progress: Callable[[str], None], lines: int = 8):  # -> TrainerCallback (lazy import)
+    """About ``lines`` progress lines over the run (every k-th epoch and the last): loss and token accuracy."""
     from transformers import TrainerCallback
 
     class EpochLog(TrainerCallback):
-        """One progress line per logged epoch: loss and token accuracy."""
-
         def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001 - transformers' signature
-            if logs and "loss" in logs:
-                log.info("SFT epoch %.0f/%g: loss %.4f, token accuracy %.3f", float(logs.get("epoch", 0)),
-                         args.num_train_epochs, float(logs["loss"]), float(logs.get("mean_token_accuracy", 0.0)))
+            if not logs or "loss" not in logs:
+                return
+            epoch, total = round(float(logs.get("epoch", 0))), args.num_train_epochs
+            if epoch % max(1, math.ceil(total / lines)) == 0 or epoch >= total:
+                progress(f"SFT epoch {epoch}/{total:g}: loss {float(logs['loss']):.4f}, token accuracy "
+                         f"{float(logs.get('mean_token_accuracy', 0.0)):.3f}")
 
     return EpochLog()
 
@@ -60,9 +63,11 @@ def sft_output_dir(config: RunConfig) -> Path:
 
 
 def run_sft(config: RunConfig, out_dir: str | Path | None = None,
-            collected: tuple[list[Any], dict[str, int]] | None = None) -> SFTResult:
+            collected: tuple[list[Any], dict[str, int]] | None = None,
+            progress: Callable[[str], None] | None = None) -> SFTResult:
     """Collect the examples (or take ``collected`` = :func:`collect_examples`'s result), fine-tune
-    ``paths.planner_model`` on them, save ``<out>/model`` (+ ``sft.json``)."""
+    ``paths.planner_model`` on them, save ``<out>/model`` (+ ``sft.json``). ``progress`` gets a line every few
+    epochs (default: this module's logger)."""
     import time
 
     import torch
@@ -101,7 +106,7 @@ def run_sft(config: RunConfig, out_dir: str | Path | None = None,
     )
     trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
     trainer.remove_callback(PrinterCallback)  # its raw dicts on stdout -> one log line per epoch instead
-    trainer.add_callback(_epoch_log_callback())
+    trainer.add_callback(_epoch_log_callback(progress or log.info))
     result = trainer.train()
     model_dir = out / MODEL_DIR
     if model_dir.exists():

@@ -30,7 +30,7 @@ def sft_cmd(
                                                   "trajectories": "training.sft.trajectories_dir",
                                                   "out": "training.sft.output_dir"})
     try:
-        result = run_sft(config)
+        result = run_sft(config, progress=lambda line: typer.echo(line, err=True))  # stdout: the JSON only
     except (FileNotFoundError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
