@@ -191,6 +191,22 @@ def test_mini_batches_make_several_updates_per_step(tmp_path, cache_dir):
     assert trainer.scheduler.last_epoch == 2  # two task groups -> two optimizer updates
 
 
+def test_the_update_runs_on_update_torch_threads_and_rollouts_keep_torch_threads(tmp_path, cache_dir):
+    config = make_config(tmp_path, cache_dir, **{"training.torch_threads": 1, "training.update_torch_threads": 2})
+    seen: dict[str, int] = {}
+
+    def rollout(policy, tasks, group_size):
+        seen["rollout"] = torch.get_num_threads()
+        return fixed_rollout(policy, tasks, group_size)
+
+    trainer = LocalGRPOTrainer(config, rollout, TASKS)
+    update = trainer._update
+    trainer._update = lambda rows: seen.setdefault("update", torch.get_num_threads()) and update(rows)
+    trainer.train_step()
+    assert seen == {"rollout": 1, "update": 2}
+    assert torch.get_num_threads() == 1  # restored for the next rollout
+
+
 def test_ppo_epochs_repeat_the_updates_over_the_same_rollouts(tmp_path, cache_dir):
     config = make_config(tmp_path, cache_dir, **{"training.ppo_mini_batch_size": 1, "training.ppo_epochs": 2})
     trainer = LocalGRPOTrainer(config, fixed_rollout, TASKS)
