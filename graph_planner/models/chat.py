@@ -216,7 +216,9 @@ class HFChatModel:
         model: Any = None, tokenizer: Any = None, max_gpu_memory: str | None = None,
     ) -> None:
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoTokenizer
+
+        from graph_planner.models.loading import load_causal_lm
 
         self.sampling = sampling or SamplingConfig()
         self.model_path = model_path
@@ -227,7 +229,7 @@ class HFChatModel:
             kwargs: dict[str, Any] = {"dtype": torch_dtype}
             if device_map and torch.cuda.is_available():
                 kwargs.update(hf_placement(device_map, max_gpu_memory))
-            model = AutoModelForCausalLM.from_pretrained(model_path, **kwargs)
+            model = load_causal_lm(model_path, **kwargs)
         self.model = model.eval()
         if seed is not None:
             torch.manual_seed(seed)

@@ -111,6 +111,25 @@ def _train_tokenizer(corpus: Iterable[str], vocab_size: int):  # -> PreTrainedTo
     )
 
 
+def _build_problem(model, initializer_range: float) -> str | None:  # model: LlamaForCausalLM
+    """Why ``model`` is not what a clean seeded build gives, or None.
+
+    Concurrent ``from_pretrained`` calls can leave transformers' weight init and tying switched off
+    (graph_planner/models/loading.py); a toy built then has an untied, separately random LM head or uninitialised
+    weights. Such a toy, cached under the same key as a clean one, made the same seeded run train differently
+    (found in CI). A clean build ties the head and draws every linear weight with std ``initializer_range``.
+    """
+    if model.get_output_embeddings().weight.data_ptr() != model.get_input_embeddings().weight.data_ptr():
+        return "the LM head is not tied to the input embeddings"
+    for name, param in model.named_parameters():
+        data = param.detach()
+        if not bool(data.isfinite().all()):
+            return f"{name} holds non-finite values"
+        if data.dim() == 2 and not 0.5 * initializer_range < float(data.std()) < 2 * initializer_range:
+            return f"{name} has std {float(data.std()):.4g}, not ~{initializer_range} (not initialised)"
+    return None
+
+
 def _build_model(tokenizer, hidden: int, layers: int, seed: int):  # -> LlamaForCausalLM
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -122,9 +141,16 @@ def _build_model(tokenizer, hidden: int, layers: int, seed: int):  # -> LlamaFor
         tie_word_embeddings=True, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
-    with torch.random.fork_rng(devices=[]):  # seeded init without disturbing the caller's RNG
+    from graph_planner.models.loading import MODEL_LOCK
+
+    with MODEL_LOCK, torch.random.fork_rng(devices=[]):  # seeded init without disturbing the caller's RNG
         torch.manual_seed(seed)
         model = LlamaForCausalLM(config)
+    problem = _build_problem(model, config.initializer_range)
+    if problem is not None:
+        raise RuntimeError(f"the toy model was built wrong ({problem}): transformers' weight init or tying is "
+                           "switched off in this process, e.g. by a from_pretrained that ran concurrently outside "
+                           "graph_planner.models.loading.load_causal_lm")
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.bos_token_id = tokenizer.bos_token_id

@@ -43,15 +43,16 @@ def score(trajectories: Sequence[Trajectory]) -> dict[str, float]:
 def play(config: RunConfig, model_dir: str, dataset: str, episodes_per_task: int) -> dict[str, float]:
     """``episodes_per_task`` episodes of every task of ``dataset`` by the model in ``model_dir`` (seeded)."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
+    from graph_planner.models.loading import load_causal_lm
     from graph_planner.models.toy import resolve_model_path
     from graph_planner.training.policy_handle import PolicyHandle
     from graph_planner.training.rollout import make_env_rollout
 
     path = resolve_model_path(model_dir, config.paths.cache_dir)
     tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    model = load_causal_lm(path, dtype=torch.float32)
     model.eval()
     t = config.training
     handle = PolicyHandle(model, tokenizer, t.max_prompt_length, t.max_response_length)

@@ -110,7 +110,9 @@ class LocalGRPOTrainer:
 
     def __init__(self, config: RunConfig, rollout_fn: RolloutFn, tasks: Sequence[Any],
                  log_fn: LogFn | None = None, run_dir: str | Path | None = None) -> None:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoTokenizer
+
+        from graph_planner.models.loading import load_causal_lm
 
         import_in_background(*GRPO_IMPORTS)  # needed after the first rollout, which mostly waits on test runs
         self.config, self.t = config, config.training
@@ -137,7 +139,7 @@ class LocalGRPOTrainer:
         self.tokenizer = AutoTokenizer.from_pretrained(
             str(resume / ckpt.MODEL_DIR) if resume else (config.paths.planner_tokenizer or base_path))
         # fp32 master weights; bf16/fp16 run under autocast (mixed precision), as verl's FSDP actor does
-        self.model = AutoModelForCausalLM.from_pretrained(load_from, dtype=torch.float32).to(self.device)
+        self.model = load_causal_lm(load_from, dtype=torch.float32).to(self.device)
         if self.t.gradient_checkpointing:
             if getattr(self.model, "supports_gradient_checkpointing", False):
                 self.model.gradient_checkpointing_enable()
@@ -147,7 +149,7 @@ class LocalGRPOTrainer:
         self.model.train()
         self.ref_model = None
         if self.t.kl_coef > 0:  # the reference is the starting policy, also after a resume
-            self.ref_model = AutoModelForCausalLM.from_pretrained(base_path, dtype=torch.float32).to(self.device)
+            self.ref_model = load_causal_lm(base_path, dtype=torch.float32).to(self.device)
             self.ref_model.eval().requires_grad_(False)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=self.t.lr, weight_decay=self.t.weight_decay)
         warmup = self.t.warmup_steps

@@ -72,6 +72,7 @@ def run_sft(config: RunConfig, out_dir: str | Path | None = None,
 
     import torch
 
+    from graph_planner.models.loading import load_causal_lm
     from graph_planner.models.toy import resolve_model_path
     from graph_planner.training.background_imports import SFT_IMPORTS, import_in_background
     from graph_planner.training.sft_data import collect_examples, tokenize_example
@@ -86,7 +87,7 @@ def run_sft(config: RunConfig, out_dir: str | Path | None = None,
         import_in_background(*SFT_IMPORTS)  # TRL (~5 s) loads while the demonstrations play
     examples, counts = collected if collected is not None else collect_examples(config)
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback
+    from transformers import AutoTokenizer, PrinterCallback
     from trl import SFTConfig as TRLSFTConfig
     from trl import SFTTrainer
 
@@ -94,7 +95,7 @@ def run_sft(config: RunConfig, out_dir: str | Path | None = None,
     tokenizer = AutoTokenizer.from_pretrained(config.paths.planner_tokenizer or base)
     rows = [tokenize_example(e, tokenizer, t.max_prompt_length) for e in examples]
     dataset = Dataset.from_list(rows)
-    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    model = load_causal_lm(base, dtype=torch.float32)
     work = out / "trainer"
     args = TRLSFTConfig(
         output_dir=str(work), num_train_epochs=sft.epochs, max_steps=sft.max_steps,

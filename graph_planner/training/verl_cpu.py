@@ -215,10 +215,10 @@ class HFRolloutServer:
     """
 
     def __init__(self, model_path: str, trust_remote_code: bool, max_model_len: int | None, seed: int) -> None:
-        from transformers import AutoModelForCausalLM
+        from graph_planner.models.loading import load_causal_lm
 
         torch.manual_seed(seed)
-        self.model = AutoModelForCausalLM.from_pretrained(
+        self.model = load_causal_lm(
             model_path, dtype=torch.float32, trust_remote_code=trust_remote_code, attn_implementation="sdpa")
         self.model.eval()
         limit = getattr(self.model.config, "max_position_embeddings", None)
