@@ -17,6 +17,8 @@ import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from graph_planner.models.loading import MODEL_LOCK
+
 log = logging.getLogger(__name__)
 
 #: Bump when the recipe changes, so cached checkpoints built by an older recipe are not reused.
@@ -125,8 +127,10 @@ def _build_problem(model, initializer_range: float) -> str | None:  # model: Lla
         data = param.detach()
         if not bool(data.isfinite().all()):
             return f"{name} holds non-finite values"
-        if data.dim() == 2 and not 0.5 * initializer_range < float(data.std()) < 2 * initializer_range:
-            return f"{name} has std {float(data.std()):.4g}, not ~{initializer_range} (not initialised)"
+        if data.dim() == 2:
+            std = float(data.std())
+            if not 0.5 * initializer_range < std < 2 * initializer_range:
+                return f"{name} has std {std:.4g}, not ~{initializer_range} (not initialised)"
     return None
 
 
@@ -141,8 +145,6 @@ def _build_model(tokenizer, hidden: int, layers: int, seed: int):  # -> LlamaFor
         tie_word_embeddings=True, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
-    from graph_planner.models.loading import MODEL_LOCK
-
     with MODEL_LOCK, torch.random.fork_rng(devices=[]):  # seeded init without disturbing the caller's RNG
         torch.manual_seed(seed)
         model = LlamaForCausalLM(config)
