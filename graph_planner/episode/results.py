@@ -45,6 +45,28 @@ class TestReport:
     error: str | None = None
     #: What the grading guard undid before the run (test / pytest-config files the patch changed or added).
     guard: list[str] = field(default_factory=list)
+    #: The run was forged from inside the test process (a canary came out wrong, the log contradicts itself or the
+    #: second record): never resolved, penalised by ``env.tamper_penalty``. Evidence names canaries by role only.
+    tampered: bool = False
+    tamper_evidence: list[str] = field(default_factory=list)
+    #: The test output was cut to the grader's cap (head and tail kept); ``output_bytes`` is what the run wrote.
+    truncated: bool = False
+    output_bytes: int | None = None
+
+    @property
+    def verdict(self) -> str:
+        """One word for reports: tampered beats everything, then error, then resolved / unresolved."""
+        if self.tampered:
+            return "tampered"
+        if self.error:
+            return "error"
+        return "resolved" if self.resolved else "unresolved"
+
+    def mark_tampered(self, *evidence: str) -> None:
+        """Record forgery evidence; a tampered run is never resolved."""
+        self.tampered = True
+        self.resolved = False
+        self.tamper_evidence.extend(e for e in evidence if e not in self.tamper_evidence)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -58,4 +80,9 @@ class TestReport:
             "timed_out": self.timed_out,
             "error": self.error,
             "guard": self.guard,
+            "tampered": self.tampered,
+            "tamper_evidence": self.tamper_evidence,
+            "truncated": self.truncated,
+            "output_bytes": self.output_bytes,
+            "verdict": self.verdict,
         }
