@@ -2,6 +2,8 @@
 
 Figures are made with the object API (no pyplot state, safe from worker threads) so tests can check what a reader
 sees — integer step ticks, no offset notation, the run name in the title, one colour per outcome — before saving.
+Every figure fits the ~850 px column where the Prefect UI shows a report artifact at full size (saved at ``DPI``,
+at most ``MAX_WIDTH_PX`` wide), so its text stays at least ~10 px tall there.
 """
 
 from __future__ import annotations
@@ -25,14 +27,23 @@ OUTCOME_COLOURS: dict[str, str] = {
     "agent_error": "#9E9E9E",
 }
 FALLBACK_COLOUR = "#1565C0"
+#: Saved resolution and the widest figure: the Prefect UI's artifact column is ~850 px, and a wider PNG is shrunk
+#: into it (a 1836 px row of six panels showed 4 px text).
+DPI = 100
+MAX_WIDTH_PX = 850
+#: Panels per row of the training-curves grid (six curves -> 2 x 3).
+CURVE_COLUMNS = 3
 
 
 def _readable_axes(ax: Axes, *, integer_x: bool = False, integer_y: bool = False) -> None:
-    """Whole-number ticks where the quantity is a count, and plain tick labels (no "1e-5+6.578" offset)."""
+    """Whole-number ticks where the quantity is a count, and plain tick labels (no "1e-5+6.578" offset).
+
+    ``min_n_ticks=1``: with the default 2 the locator gives up on integers when the view holds a single whole number
+    (one step, or every episode taking 4 steps) and labels 3.45 ... 4.50."""
     if integer_x:
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
     if integer_y:
-        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
     for axis in (ax.xaxis, ax.yaxis):
         formatter = axis.get_major_formatter()
         if isinstance(formatter, ScalarFormatter):
@@ -40,19 +51,24 @@ def _readable_axes(ax: Axes, *, integer_x: bool = False, integer_y: bool = False
 
 
 def training_curves_figure(series: Mapping[str, Sequence[tuple[int, float]]], run_name: str) -> Figure | None:
-    """One panel per metric against the optimiser step; None when no metric has a point."""
+    """One panel per metric against the optimiser step, ``CURVE_COLUMNS`` panels a row (six curves: a 2 x 3 grid
+    ``MAX_WIDTH_PX`` wide); None when no metric has a point."""
     present = {name: sorted(points) for name, points in series.items() if points}
     if not present:
         return None
-    fig = Figure(figsize=(3.4 * len(present), 3.2))
-    axes = fig.subplots(1, len(present), squeeze=False)[0]
+    columns = min(CURVE_COLUMNS, len(present))
+    rows = -(-len(present) // columns)
+    fig = Figure(figsize=(MAX_WIDTH_PX / DPI * columns / CURVE_COLUMNS, 0.4 + 2.6 * rows))
+    axes = fig.subplots(rows, columns, squeeze=False).ravel()
     for ax, (name, points) in zip(axes, present.items()):
         steps, values = zip(*points)
         ax.plot(steps, values, marker="o", color=FALLBACK_COLOUR)
-        ax.set_title(name, fontsize=9)
+        ax.set_title(name, fontsize=10)
         ax.set_xlabel("step")
         _readable_axes(ax, integer_x=True)
-    fig.suptitle(f"Training: {run_name}", fontsize=11)
+    for ax in axes[len(present):]:
+        fig.delaxes(ax)
+    fig.suptitle(f"Training: {run_name}", fontsize=12)
     fig.tight_layout()
     return fig
 
@@ -102,7 +118,7 @@ def steps_figure(steps: Sequence[int], run_name: str) -> Figure:
     return fig
 
 
-def save_figure(fig: Figure, path: Path, dpi: int = 100) -> Path:
+def save_figure(fig: Figure, path: Path, dpi: int = DPI) -> Path:
     """Write the PNG (the Agg canvas is attached by savefig; no display needed)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=dpi)

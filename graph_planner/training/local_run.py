@@ -95,4 +95,4 @@ def plot_training_curves(run_dir: Path, run_name: str | None = None) -> Path | N
     fig = training_curves_figure(series, run_name or run_dir.name)
     if fig is None:
         return None
-    return save_figure(fig, run_dir / "training_curves.png", dpi=90)
+    return save_figure(fig, run_dir / "training_curves.png")
