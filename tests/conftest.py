@@ -10,7 +10,12 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import fresh_clone_demo  # noqa: E402 - after the environment default above
-from prefect_fixtures import flow_workspace, prefect_harness, shared_model_cache  # noqa: F401,E402 - pytest fixtures
+from prefect_fixtures import (  # noqa: F401,E402 - pytest fixtures
+    flow_workspace,
+    harness_deployments,
+    prefect_harness,
+    shared_model_cache,
+)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

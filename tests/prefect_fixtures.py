@@ -51,3 +51,36 @@ def flow_workspace(prefect_harness: None, shared_model_cache: Path, tmp_path: Pa
     monkeypatch.chdir(tmp_path)
     with temporary_settings({PREFECT_RESULTS_LOCAL_STORAGE_PATH: tmp_path / ".prefect-results"}):
         yield tmp_path
+
+
+#: The process work pool the deployments name (deployments/prefect.yaml).
+WORK_POOL = "graph-planner-process"
+
+
+@pytest.fixture(scope="session")
+def harness_deployments(prefect_harness: None) -> dict[str, object]:
+    """The deployments of deployments/prefect.yaml applied to the session's test server (no worker, no schedules:
+    runs stay Scheduled unless a test moves them), by ``FLOW/DEPLOYMENT`` name; the parameter schemas are the ones
+    `prefect deploy` sends, built from the same flow signatures."""
+    import yaml
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import WorkPoolCreate
+    from prefect.deployments.runner import RunnerDeployment
+    from prefect.exceptions import ObjectAlreadyExists
+
+    spec = yaml.safe_load((ROOT / "deployments" / "prefect.yaml").read_text())
+    with get_client(sync_client=True) as client:
+        try:
+            client.create_work_pool(WorkPoolCreate(name=WORK_POOL, type="process"))
+        except ObjectAlreadyExists:
+            pass
+        out = {}
+        for item in spec["deployments"]:
+            deployment = RunnerDeployment.from_entrypoint(
+                str(ROOT / item["entrypoint"]), name=item["name"], parameters=item["parameters"],
+                description=item.get("description"), tags=item.get("tags"), work_pool_name=WORK_POOL,
+                concurrency_limit=item.get("concurrency_limit"))
+            deployment_id = deployment.apply()
+            read = client.read_deployment(deployment_id)
+            out[f"{deployment.flow_name}/{item['name']}"] = read
+    return out

@@ -94,6 +94,7 @@ def test_trigger_watch_shows_why_a_run_failed_and_where_its_logs_are(local_serve
                     "limit=1", "--watch", "--timeout", "300")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "finished in state Failed" in done.stdout
+    assert "UI: http://127.0.0.1:" in done.stdout and ": Running\n" in done.stdout  # the URL, then each state
     assert "missing/tasks.jsonl" in done.stderr  # the state's message names what was wrong
     assert "prefect flow-run logs " in done.stderr
 
