@@ -25,9 +25,12 @@ def evaluate(
     Args:
         config_path: Run config YAML, relative to the project root (configs/experiments/*.yaml).
         overrides: Dotted config overrides applied on top of the YAML, e.g. eval.batch_size=4.
-        dataset: TaskRecord JSONL or prepared dataset dir to evaluate on (default: paths.dataset_eval).
-        limit: Evaluate only the first N tasks (default: all).
-        model: Planner checkpoint dir, HF model id or 'toy' (default: paths.planner_model).
+        dataset: TaskRecord JSONL or prepared dataset dir to evaluate on (default: the config's paths.dataset_eval,
+            which is prepared/sample/swebench/test.jsonl in configs/experiments/local_debug.yaml).
+        limit: Evaluate only the first N tasks (default: the config's eval.limit, which is 4 in
+            configs/experiments/local_debug.yaml; null there means every task).
+        model: Planner checkpoint dir, HF model id or 'toy' (default: the config's paths.planner_model, which is
+            toy in configs/experiments/local_debug.yaml).
     """
     config_file = resolve_config(config_path, overrides,
                                  {"paths.dataset_eval": dataset, "eval.limit": limit, "paths.planner_model": model})

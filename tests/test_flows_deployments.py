@@ -3,6 +3,7 @@ signature (catches moved files, renamed flows, bad parameter names), without a s
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -61,3 +62,33 @@ def test_every_flow_parameter_has_a_description_for_the_run_form() -> None:
         properties = flow_.parameters.model_dump()["properties"]
         missing = [name for name, schema in properties.items() if not schema.get("description")]
         assert not missing, f"flow {flow_.name}: parameters without a description: {missing}"
+
+
+DESCRIBED_DEFAULT = re.compile(r"default: the config's ([\w.]+), which is (.+?) in (configs/\S+?\.yaml)")
+
+
+@pytest.mark.parametrize("name", sorted(DEPLOYMENTS))
+def test_every_described_default_is_the_deployments_effective_config_value(name: str) -> None:
+    """A run-form description that states a default states the value the deployment's config gives (nightly-eval's
+    ``limit`` said "(default: all)" while the config's ``eval.limit: 4`` applied)."""
+    from graph_planner.config.loader import load_run_config
+
+    deployment = DEPLOYMENTS[name]
+    config_path = deployment["parameters"]["config_path"]
+    config = load_run_config(str(ROOT / config_path), write=False).model_dump(mode="json")
+    properties = load(deployment["entrypoint"]).parameters.model_dump()["properties"]
+    checked = 0
+    for parameter, schema in properties.items():
+        description = " ".join(schema.get("description", "").split())
+        claims = DESCRIBED_DEFAULT.findall(description)
+        assert description.count("default") == len(claims), (
+            f"{name}.{parameter}: a default not stated as the config's value: {description!r}")
+        for key, value, file in claims:
+            assert file == config_path, f"{name}.{parameter} names {file}, the deployment runs {config_path}"
+            actual = config
+            for part in key.split("."):
+                actual = actual[part]
+            assert value == str(actual), f"{name}.{parameter}: says {key} is {value!r}, {config_path} gives {actual!r}"
+            checked += 1
+    if name == "nightly-eval":
+        assert checked == 3  # dataset, limit, model
