@@ -16,6 +16,8 @@ from prefect.cache_policies import NO_CACHE
 from prefect.transactions import get_transaction
 
 from graph_planner.config.paths import RESOLVED_CONFIG, TRAINING_CURVES, run_paths
+from graph_planner.config.schema import RunConfig
+from graph_planner.eval.report import headline
 from graph_planner.eval.results import ResultsStore, TaskResult
 from tasks.artifacts import ProgressArtifact, inline_plots, run_scope, table_rows
 from tasks.caching import InputFileContents, step_cache
@@ -61,40 +63,51 @@ def producing_run_dir(output: Path, default: Path) -> Path:
     return default
 
 
+def report_artifact_markdown(config: RunConfig, config_file: str, directory: Path, model: str | None,
+                             curves: Path | None) -> str:
+    """The report artifact: the headline once, a short item list (long paths would widen a table past the
+    column), the plots inline, then report.md's tables. ``model`` is the checkpoint this run trained (the
+    pipeline's): only then are there training details and curves to show; a plain eval trained nothing."""
+    summary = json.loads((directory / "report.json").read_text(encoding="utf-8"))
+    tracking = summary.get("tracking") or {}
+    head = headline(summary)
+    lines = [f"# {config.run_name}", "", head, "",
+             f"- model: `{model or config.paths.planner_model}`",
+             f"- eval dataset: `{config.paths.dataset_eval}`",
+             *([f"- training: {config.training.backend} backend, {config.training.total_steps} steps"]
+               if model else []),
+             f"- sandbox: {config.backends.sandbox_override or config.backends.sandbox}",
+             *([f"- W&B run: {tracking['wandb']}"] if "wandb" in tracking else []),
+             *([f"- W&B offline run (`wandb sync` it): `{tracking['wandb_offline_dir']}`"]
+               if "wandb_offline_dir" in tracking else []),
+             f"- report files: `{directory}` (report.md, report.json, predictions.jsonl, results.jsonl)",
+             f"- resolved config: `{config_file}`", ""]
+    lines += inline_plots({**({"Training curves": curves} if curves else {}),
+                           "Resolved rate": directory / "resolved_rate.png",
+                           "Outcomes": directory / "outcomes.png",
+                           "Steps per episode": directory / "steps_hist.png"})
+    report_md = (directory / "report.md").read_text(encoding="utf-8")
+    # report.md's title and headline are said above, and its image line names files beside it (inline above)
+    lines += ["## Report", ""] + [line for line in report_md.splitlines()[1:]
+                                  if line != head and not line.startswith("![")]
+    return "\n".join(lines)
+
+
 @task(name="publish-report", cache_policy=NO_CACHE)
 def publish_report(config_file: str, eval_dir: str, model: str | None = None, learning: str = "") -> str:
     """The report as the UI shows it (also when the evaluation came from the cache): a markdown artifact with the
-    summary, the W&B run, the plots inline and the per-task table, plus a filterable table artifact; returns the
+    summary, the W&B run, the plots inline and the per-task table, plus a table artifact of the results; returns the
     report path: the eval's report.md, or with a ``learning`` dir (learning.md: base / SFT / GRPO before-after,
     eval.compare_stages) the run's report.md holding the before-after table and the eval summary."""
     config = load_resolved(config_file)
     scope = run_scope(config.run_name)
     directory = Path(eval_dir)
-    summary = json.loads((directory / "report.json").read_text(encoding="utf-8"))
     rows = [r.model_dump() for r in ResultsStore(directory / "results.jsonl").load()]
-    tracking = summary.get("tracking") or {}
-    lines = [f"# {config.run_name}", "",
-             (f"Resolved **{summary['resolved']}/{summary['completed_tasks']}** ({summary['resolved_rate']:.1%}) "
-              f"of {summary['total_tasks']} tasks."), "",
-             "| item | value |", "|---|---|",
-             f"| model | `{model or config.paths.planner_model}` |",
-             f"| eval dataset | `{config.paths.dataset_eval}` |",
-             f"| training backend | {config.training.backend} ({config.training.total_steps} steps) |",
-             f"| sandbox | {config.backends.sandbox_override or config.backends.sandbox} |",
-             *([f"| W&B run | {tracking['wandb']} |"] if "wandb" in tracking else []),
-             *([f"| W&B offline run (`wandb sync` it) | `{tracking['wandb_offline_dir']}` |"]
-               if "wandb_offline_dir" in tracking else []),
-             f"| report files | `{directory}` (report.md, report.json, predictions.jsonl, results.jsonl) |",
-             f"| resolved config | `{config_file}` |", ""]
-    curves = producing_run_dir(Path(model) if model else directory, run_paths(config).run_dir) / TRAINING_CURVES
-    lines += inline_plots({"Training curves": curves,
-                           "Resolved rate": directory / "resolved_rate.png",
-                           "Outcomes": directory / "outcomes.png",
-                           "Steps per episode": directory / "steps_hist.png"})
+    # the curves of the run that trained ``model``; a plain eval (no model passed) trained nothing
+    curves = producing_run_dir(Path(model), run_paths(config).run_dir) / TRAINING_CURVES if model else None
     report_md = (directory / "report.md").read_text(encoding="utf-8")
-    # report.md's own image line names files beside it; here the plots are already inline above
-    lines += ["## Report", ""] + [line for line in report_md.splitlines()[1:] if not line.startswith("![")]
-    create_markdown_artifact(markdown="\n".join(lines), key=f"{scope}-report",
+    markdown = report_artifact_markdown(config, config_file, directory, model, curves)
+    create_markdown_artifact(markdown=markdown, key=f"{scope}-report",
                              description=f"evaluation report of {config.run_name}")
     create_table_artifact(table=table_rows(rows, RESULT_COLUMNS), key=f"{scope}-eval-results",
                           description=f"per-task eval results of {config.run_name}")
@@ -108,5 +121,6 @@ def publish_report(config_file: str, eval_dir: str, model: str | None = None, le
         [f"# {config.run_name}", "", table, "## Evaluation", "",
          *[line for line in report_md.splitlines()[1:] if not line.startswith("![")], "",  # eval-dir-relative plots
          f"Eval report files: `{directory}`", ""]
-        + ([f"![training curves]({curves.resolve()})", ""] if curves.is_file() else [])), encoding="utf-8")
+        + ([f"![training curves]({curves.resolve()})", ""] if curves and curves.is_file() else [])),
+        encoding="utf-8")
     return str(run_report)

@@ -83,6 +83,24 @@ def _pct(value: Any) -> str:
     return f"{value:.0%}" if isinstance(value, (int, float)) else "-"
 
 
+#: Longest free text in a report table cell: one long error or path made the Prefect UI's table scroll its
+#: columns out of view at 1400 px; the whole text stays in results.jsonl. Task ids get a little more room.
+MAX_CELL_CHARS = 32
+MAX_ID_CHARS = 44
+
+
+def table_cell(value: Any, limit: int = MAX_CELL_CHARS) -> str:
+    """``value`` as one markdown table cell: one line, pipes escaped, cut to ``limit`` characters."""
+    text = " ".join(str(value).split()).replace("|", "\\|")
+    return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
+
+
+def headline(summary: dict[str, Any]) -> str:
+    """The one-line result ("Resolved **1/4** (25.0%) of 4 tasks."), said once wherever the report is shown."""
+    return (f"Resolved **{summary['resolved']}/{summary['completed_tasks']}** "
+            f"({summary['resolved_rate']:.1%}) of {summary['total_tasks']} tasks.")
+
+
 def _plot_all(summary: dict[str, Any], results: list[TaskResult], run_dir: Path, run_name: str) -> None:
     rates = {label: s["resolved_rate"] for label, s in summary["labels"].items()}
     harness = summary.get("harness")
@@ -97,13 +115,11 @@ def _plot_all(summary: dict[str, Any], results: list[TaskResult], run_dir: Path,
 def render_markdown(summary: dict[str, Any], results: list[TaskResult], run_name: str) -> str:
     diagnostic = summary.get("diagnostic")
     title = f"# Evaluation report: {run_name}" + (f" — DIAGNOSTIC ({diagnostic})" if diagnostic else "")
-    lines = [title, "", *([f"**{summary['diagnostic_note']}**", ""] if diagnostic else []),
-             (f"Resolved **{summary['resolved']}/{summary['completed_tasks']}** "
-              f"({summary['resolved_rate']:.1%}) of {summary['total_tasks']} tasks."), "",
+    lines = [title, "", *([f"**{summary['diagnostic_note']}**", ""] if diagnostic else []), headline(summary), "",
              "| label | tasks | resolved | rate | mean steps | errors | M recall | M precision | W recall | "
              "gold read |", "|---|---|---|---|---|---|---|---|---|---|"]
     for label, s in summary["labels"].items():
-        lines.append(f"| {label} | {s['tasks']} | {s['resolved']} | {s['resolved_rate']:.1%} | "
+        lines.append(f"| {table_cell(label)} | {s['tasks']} | {s['resolved']} | {s['resolved_rate']:.1%} | "
                      f"{s['mean_steps']:.1f} | {s['errors']} | {_pct(s.get('loc_m_recall'))} | "
                      f"{_pct(s.get('loc_m_precision'))} | {_pct(s.get('loc_w_recall'))} | "
                      f"{_pct(s.get('loc_gold_read_rate'))} |")
@@ -122,9 +138,10 @@ def render_markdown(summary: dict[str, Any], results: list[TaskResult], run_name
     for r in sorted(results, key=lambda r: (r.label, r.instance_id)):
         loc = (r.info or {}).get("localisation") or {}
         first = loc.get("first_gold_read_step")
-        lines.append(f"| {r.instance_id} | {r.label} | {'yes' if r.resolved else 'no'} | {r.category} | "
-                     f"{r.steps} | {r.seconds:.1f} | {_pct(loc.get('m_recall'))} | "
-                     f"{'-' if first is None else f'step {first}'} | {r.termination_reason or r.error or ''} |")
+        lines.append(f"| {table_cell(r.instance_id, MAX_ID_CHARS)} | {table_cell(r.label)} | "
+                     f"{'yes' if r.resolved else 'no'} | {r.category} | {r.steps} | {r.seconds:.1f} | "
+                     f"{_pct(loc.get('m_recall'))} | {'-' if first is None else f'step {first}'} | "
+                     f"{table_cell(r.termination_reason or r.error or '')} |")
     lines += ["", "![resolved](resolved_rate.png) ![outcomes](outcomes.png) ![steps](steps_hist.png)", ""]
     return "\n".join(lines)
 
