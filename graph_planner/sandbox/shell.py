@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import posixpath
 import re
+import secrets
 import shlex
 import time
 from abc import ABC, abstractmethod
@@ -25,7 +26,12 @@ from typing import TYPE_CHECKING, ClassVar
 from typing_extensions import Self
 
 from graph_planner.episode.results import ExecResult, TestReport
-from graph_planner.grading.guard import PYTEST_ENV_VARS
+from graph_planner.grading.canary import CanaryPlan, plan_canaries, selection_additions, usable_for
+from graph_planner.grading.graded_command import build_script, parse_output
+from graph_planner.grading.guard import PYTEST_ENV_VARS, is_test_module
+from graph_planner.grading.integrity import single_pytest_command
+from graph_planner.grading.recorder import plugin_name, plugin_source
+from graph_planner.grading.run_grade import Checks, grade_checked_run
 from graph_planner.grading.targets import grading_targets
 from graph_planner.sandbox.base import HiddenPathError, PatchRejected, SandboxError
 from graph_planner.sandbox.grading_guard import GuardRunner
@@ -89,6 +95,10 @@ class ShellSandbox(ABC):
         self._hidden_files: set[str] = set()
         self._baseline_ignored: set[str] = set()
         self._guard_runner: GuardRunner | None = None
+        self._grading_dir = ""
+        #: canaries, log integrity and the recorder on every graded run (switched off only by the benchmark that
+        #: measures their cost)
+        self.grading_checks = True
         hidden_dir_name = posixpath.basename(task.hidden_tests_dir.rstrip("/")) or R2E_TESTS_DIR
         self._hidden_dir_names = {R2E_TESTS_DIR, hidden_dir_name}
 
@@ -333,8 +343,6 @@ class ShellSandbox(ABC):
         """Grade the current tree: install hidden tests, run the task's test command, parse, grade by the
         task's mode (or, with ``selectors``, pass iff every selected test passes); the agent's tree is ALWAYS
         restored afterwards, hidden tests removed."""
-        from graph_planner.grading.run_grade import grade_test_run
-
         self._require_started()
         self.op_count += 1
         mode = "selectors" if selectors else self.task.grading_mode
@@ -350,21 +358,59 @@ class ShellSandbox(ABC):
                 return TestReport(resolved=False, mode=mode, error=error, seconds=time.monotonic() - start,
                                   guard=guard_notes)
             targets = list(selectors) if selectors else self.grading_targets()
-            unset = [v for v in PYTEST_ENV_VARS if v not in self.task.env]
-            cmd = " ".join(["export PYTHONDONTWRITEBYTECODE=1;", *([f"unset {' '.join(unset)};"] if unset else []),
-                            self.task.test_cmd, *(shlex.quote(t) for t in targets)])
-            res = self._exec_raw(cmd, self.settings.test_timeout, None)
-            report = grade_test_run(self.task, res, mode, time.monotonic() - start, self.settings.test_timeout)
+            report = self._run_checked(targets, mode, start)
             report.guard = guard_notes
             return report
         finally:
             try:
-                self._exec_raw(f"rm -rf {' '.join(sorted(self._hidden_dir_names))} .pytest_cache",
+                self._exec_raw(f"rm -rf {' '.join(sorted(self._hidden_dir_names))} .pytest_cache "
+                               f"{shlex.quote(self._grading_dir)}",
                                self.settings.exec_timeout, None)
                 self._clean_scratch()
                 self.restore(snap)
             finally:
                 self._grading = False
+
+    def _run_checked(self, targets: list[str], mode: str, start: float) -> TestReport:
+        """The task's test command as one checked script (graded_command.py): canaries in the graded modules, the
+        recorder plugin, bounded output; graded by grade_checked_run."""
+        task = self.task
+        why_not = usable_for(task) if self.grading_checks else "grading checks switched off"
+        plan = CanaryPlan()
+        if why_not is None:
+            hidden = [f"{R2E_TESTS_DIR}/{n}" for n in sorted(task.hidden_tests) if is_test_module(n)]
+            if not hidden and self.hidden_tests_dir_in_sandbox and task.grading_mode == "r2e":
+                listing = self._exec_raw(f"ls {R2E_TESTS_DIR}", self.settings.exec_timeout, None)
+                hidden = [f"{R2E_TESTS_DIR}/{n}" for n in sorted(listing.stdout.split()) if is_test_module(n)]
+            plan = plan_canaries(task, targets, hidden)
+            targets = targets + selection_additions(plan, targets)
+        unset = [v for v in PYTEST_ENV_VARS if v not in task.env]
+        env_prefix = "export PYTHONDONTWRITEBYTECODE=1;" + (f" unset {' '.join(unset)};" if unset else "")
+        command = " ".join([task.test_cmd, *(shlex.quote(t) for t in targets)])
+        self._grading_dir = posixpath.join(self._grading_dir_parent(), secrets.token_hex(8))
+        plugin = None
+        if why_not is None:
+            plugin = (plugin_name(), plugin_source(self._grading_dir + "/record"))
+        script = build_script(self._grading_dir, command, env_prefix, plugin, plan.sources)
+        timeout = self.settings.test_timeout
+        res = self._exec_raw(script.script, timeout, None)
+        graded = parse_output(res.stdout, script.token)
+        if graded is None and res.timed_out:
+            graded = parse_output(self._exec_raw(script.collect, self.settings.exec_timeout, None).stdout,
+                                  script.token)
+        seconds = time.monotonic() - start
+        if graded is None:
+            return TestReport(resolved=False, mode=mode, rc=res.rc, seconds=seconds, timed_out=res.timed_out,
+                              log_tail=res.output[-4000:],
+                              error=(f"test command timed out after {timeout:g}s (sandbox.test_timeout)"
+                                     if res.timed_out else f"the graded command failed (exit {res.rc})"))
+        checks = Checks(plan=plan, recorder=plugin is not None, single_pytest=single_pytest_command(task.test_cmd))
+        return grade_checked_run(task, graded, checks, mode, seconds, timeout, timed_out=res.timed_out)
+
+    def _grading_dir_parent(self) -> str:
+        """Where a graded run keeps its recorder, record and output: outside the repository (and anything a patch
+        controls); backends override (local: the sandbox's own root)."""
+        return "/tmp"
 
     def _clean_scratch(self) -> None:
         """Remove what a test run left in the sandbox's scratch space (temp dirs), where a copy of a hidden test

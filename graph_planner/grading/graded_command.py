@@ -1,0 +1,97 @@
+"""The graded test command as ONE shell script (one round trip to the sandbox, no extra Python process): it writes
+the recorder plugin into a fresh dir outside the repository, appends the canaries to their modules, runs the
+task's test command with its output streamed through `tee`/`wc`/`head`/`tail` into that dir, and
+prints back, between lines holding a fresh token, the exit status, the byte count, the first ``HEAD_BYTES`` and
+last ``TAIL_BYTES`` of the output, the record and the modules it could not append to.
+
+A test run that prints hundreds of MB (a loop in an RL rollout) never reaches the grader's memory: what comes
+back is bounded, ``truncated`` says the middle was cut, and a cut log is only trusted when it still holds every
+canary's result.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shlex
+from dataclasses import dataclass, field
+
+HEAD_BYTES = 256 * 1024
+TAIL_BYTES = 4 * 1024 * 1024
+_SECTIONS = ("rc", "bytes", "skip", "head", "tail", "record")
+
+
+@dataclass
+class GradedScript:
+    """One run's script and what its output is parsed with."""
+
+    script: str
+    token: str
+    workdir: str
+    #: prints what a killed run left (the head; `tail` writes only at the end) and removes the dir
+    collect: str = ""
+
+
+@dataclass
+class GradedOutput:
+    rc: int | None  # None: the script did not get as far as the test command's end
+    output_bytes: int | None
+    log: str  # head + tail (with a marker between when cut)
+    truncated: bool
+    record_text: str = ""
+    skipped_modules: set[str] = field(default_factory=set)
+
+
+def _heredoc(path: str, text: str, append: bool) -> str:
+    tag = "GP_" + secrets.token_hex(8)
+    return f"cat {'>>' if append else '>'} {path} <<'{tag}'\n{text}\n{tag}\n"
+
+
+def build_script(workdir: str, command: str, env_prefix: str, plugin: tuple[str, str] | None,
+                 canaries: dict[str, str]) -> GradedScript:
+    """``workdir``: a fresh path outside the repository (created here, removed at the end); ``command``: the test
+    command with its targets; ``env_prefix``: shell statements run first (exports/unsets); ``plugin``: (module
+    name, source) of the recorder (writing to ``<workdir>/record``) or None; ``canaries``: module -> text to append."""
+    token = secrets.token_hex(16)
+    d = shlex.quote(workdir)
+    parts = [f"d={d}; mkdir -m 700 \"$d\" || exit 97\n", env_prefix, "\n"]
+    if plugin is not None:
+        name, source = plugin
+        parts.append(_heredoc(f"\"$d\"/{name}.py", source, append=False))
+        parts.append(f"export PYTHONPATH=\"$d${{PYTHONPATH:+:$PYTHONPATH}}\" "
+                     f"PYTEST_ADDOPTS=\"-p {name}${{PYTEST_ADDOPTS:+ $PYTEST_ADDOPTS}}\"\n")
+    for module, text in canaries.items():
+        q = shlex.quote(module)
+        parts.append(f"if [ -f {q} ] && [ ! -L {q} ]; then\n{_heredoc(q, text, append=True)}"
+                     f"else printf '%s\\n' {q} >> \"$d/skip\"; fi\n")
+    collect = (f"for s in {' '.join(_SECTIONS)}; do printf '\\n%s %s\\n' {token} \"$s\"; "
+               "[ -f \"$d/$s\" ] && cat \"$d/$s\"; done\n"
+               f"printf '\\n%s end\\n' {token}\n"
+               "rm -rf \"$d\"\n")
+    parts.append(
+        "mkfifo \"$d/f\" || exit 97\n{ wc -c < \"$d/f\" > \"$d/bytes\" & }\n"
+        f"{{ (\n{command}\n) < /dev/null 2>&1; echo $? > \"$d/rc\"; }} "
+        f"| tee \"$d/f\" | {{ head -c {HEAD_BYTES} > \"$d/head\"; tail -c {TAIL_BYTES} > \"$d/tail\"; }}\n"
+        "wait\n" + collect)
+    return GradedScript(script="".join(parts), token=token, workdir=workdir, collect=f"d={d}\n" + collect)
+
+
+def parse_output(stdout: str, token: str) -> GradedOutput | None:
+    """The sections the script printed (None when it never printed them: killed, or the shell failed)."""
+    marker = f"\n{token} "
+    if f"\n{token} end\n" not in stdout:
+        return None
+    sections: dict[str, str] = {}
+    for chunk in stdout.split(marker)[1:]:
+        name, _, body = chunk.partition("\n")
+        sections[name.strip()] = body
+    rc_text = sections.get("rc", "").strip()
+    bytes_text = sections.get("bytes", "").strip()
+    rc = int(rc_text) if rc_text.lstrip("-").isdigit() else None
+    total = int(bytes_text) if bytes_text.isdigit() else None
+    head, tail = sections.get("head", ""), sections.get("tail", "")
+    truncated = total is not None and total > HEAD_BYTES + TAIL_BYTES
+    log = head + (f"\n[... {total - HEAD_BYTES - TAIL_BYTES} bytes of output cut ...]\n" if truncated and total
+                  else "") + tail
+    skipped = {line for line in sections.get("skip", "").splitlines() if line}
+    return GradedOutput(rc=rc, output_bytes=total, log=log, truncated=truncated,
+                        record_text=sections.get("record", ""), skipped_modules=skipped)
