@@ -12,7 +12,7 @@ import torch
 import yaml
 from hydra import compose, initialize_config_dir
 
-from graph_planner.config import ConfigError, load_run_config
+from graph_planner.config import ConfigError, RunConfig, load_run_config
 from graph_planner.training import grpo
 from graph_planner.training.agent_loop import _clipped
 from graph_planner.training.ray_job import job_runtime_env
@@ -56,12 +56,31 @@ def test_value_clip_and_target_kl_coefficients(tmp_path, caplog):
     assert got["actor_rollout_ref.actor.clip_ratio_low"] == got["actor_rollout_ref.actor.clip_ratio_high"] == "0.1"
     explicit = load_run_config(None, {"training.clip_coef": 0.1, "training.clip_ratio_high": 0.3})
     assert (explicit.training.clip_ratio_low, explicit.training.clip_ratio_high) == (0.1, 0.3)  # explicit wins
-    refused({"training.target_kl": 0.05}, "target_kl needs training.init_kl_coef")
+    refused({"training.target_kl": 0.05}, "target_kl needs a start coefficient, training.kl_coef (> 0) or "
+                                          "training.init_kl_coef")
     kl = overrides(load_run_config(None, {**VERL, "training.init_kl_coef": 0.02, "training.target_kl": 0.05,
                                           "training.kl_horizon": 500}))
     assert (kl["algorithm.use_kl_in_reward"], kl["algorithm.kl_ctrl.type"], kl["algorithm.kl_ctrl.kl_coef"],
             kl["algorithm.kl_ctrl.target_kl"], kl["algorithm.kl_ctrl.horizon"]) == ("true", "adaptive", "0.02",
                                                                                    "0.05", "500")
+
+
+def test_target_kl_with_kl_coef_starts_verls_adaptive_controller_from_kl_coef(tmp_path):
+    """Seed 000's table gives kl_coef beside target_kl (PPO's adaptive KL): kl_coef is the controller's start value
+    and no longer also the KL-loss weight (verl would penalise the divergence twice)."""
+    config = from_yaml(tmp_path, "training:\n  backend: verl\n  kl_coef: 0.02\n  target_kl: 0.05\n", **VERL)
+    assert (config.training.init_kl_coef, config.training.target_kl, config.training.kl_coef) == (0.02, 0.05, 0.0)
+    got = overrides(config)
+    assert (got["algorithm.use_kl_in_reward"], got["algorithm.kl_ctrl.type"], got["algorithm.kl_ctrl.kl_coef"],
+            got["algorithm.kl_ctrl.target_kl"]) == ("true", "adaptive", "0.02", "0.05")
+    assert got["actor_rollout_ref.actor.use_kl_loss"] == "false"
+    again = RunConfig.model_validate(config.model_dump())  # the resolved config reloads to the same values
+    assert again.training.model_dump() == config.training.model_dump()
+    explicit = load_run_config(None, {**VERL, "training.kl_coef": 0.1, "training.init_kl_coef": 0.02,
+                                      "training.target_kl": 0.05})
+    assert (explicit.training.kl_coef, explicit.training.init_kl_coef) == (0.1, 0.02)  # both given: each its own
+    refused({"training.kl_coef": 0.02, "training.target_kl": 0.05}, "training.target_kl: the adaptive in-reward KL "
+            "controller is verl's")  # the local backend has no adaptive controller
 
 
 def test_env_docker_manifest_and_prepull_keys(tmp_path):

@@ -98,6 +98,12 @@ class AlgorithmKeys(BaseModel):
             data.setdefault("reward_norm_method", "mean_std")
         if data.get("kl_penalty") not in (None, "full"):
             data.setdefault("kl_loss_type", data["kl_penalty"])
+        if data.get("target_kl") is not None and data.get("init_kl_coef") is None and data.get("kl_coef"):
+            # seed 000 lists kl_coef beside target_kl: PPO's adaptive KL starts from kl_coef. It becomes the
+            # controller's start value (verl algorithm.kl_ctrl.kl_coef), not also the KL-loss weight: verl would
+            # then penalise the same divergence twice, once in the reward and once in the loss.
+            data["init_kl_coef"] = data["kl_coef"]
+            data["kl_coef"] = 0.0
         return data
 
     @model_validator(mode="after")
@@ -110,8 +116,9 @@ class AlgorithmKeys(BaseModel):
             raise ValueError(f"training.sft_loss_coef ({self.sft_loss_coef}): verl 0.9.1's PPO actor loss has no "
                              "SFT term, so the weight would be silently ignored; set it to 0")
         if self.target_kl is not None and self.init_kl_coef is None:
-            raise ValueError("training.target_kl needs training.init_kl_coef: it is the target of verl's adaptive "
-                             "in-reward KL controller, which starts from init_kl_coef")
+            raise ValueError("training.target_kl needs a start coefficient, training.kl_coef (> 0) or "
+                             "training.init_kl_coef: it is the target of verl's adaptive in-reward KL controller, "
+                             "which starts from that coefficient")
         if self.kl_horizon is not None and self.init_kl_coef is None:
             raise ValueError("training.kl_horizon needs training.init_kl_coef (in-reward KL controller)")
         return self
@@ -127,7 +134,10 @@ def backend_problems(training: Any) -> list[str]:
         if training.adv_estimator != "grpo":
             problems.append(f"training.adv_estimator={training.adv_estimator!r} needs training.backend=verl "
                             "(the local backend computes GRPO advantages only)")
-        if training.init_kl_coef is not None:
+        if training.target_kl is not None:
+            problems.append("training.target_kl: the adaptive in-reward KL controller is verl's (algorithm.kl_ctrl); "
+                            "the local backend has only the fixed KL-loss weight training.kl_coef (drop target_kl)")
+        elif training.init_kl_coef is not None:
             problems.append("training.init_kl_coef: the in-reward KL controller is verl's (algorithm.kl_ctrl); "
                             "the local backend's KL is the loss term training.kl_coef")
         if training.critic_warmup > 0:
