@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
 
 import typer
@@ -15,9 +16,25 @@ from graph_planner.config.cli_options import (
     config_options,
 )
 
-app = typer.Typer(help="Graph Planner: data, sandboxes, training and evaluation of repair agents.",
-                  no_args_is_help=True, pretty_exceptions_enable=False,
-                  rich_markup_mode=None)  # plain Click help: whole option names at 80 columns (cli_help.py)
+
+class _Gp(typer.Typer):
+    """The typer app; run as the `gp` command (not in a test's CliRunner) it ends on SIGTERM / SIGINT with exit
+    143 / 130 and one line (graph_planner.termination)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from graph_planner.termination import Terminated, finish, install
+
+        words = [a for a in sys.argv[1:] if not a.startswith("-")][:1]
+        install(" ".join(["gp", *words]))
+        try:
+            return super().__call__(*args, **kwargs)
+        except Terminated as exc:
+            finish(exc)
+
+
+app = _Gp(help="Graph Planner: data, sandboxes, training and evaluation of repair agents.",
+          no_args_is_help=True, pretty_exceptions_enable=False,
+          rich_markup_mode=None)  # plain Click help: whole option names at 80 columns (cli_help.py)
 console = Console(stderr=True)
 
 

@@ -22,6 +22,7 @@ from graph_planner.data.record import TaskRecord
 from graph_planner.eval.report import diagnostic_model_name, write_report
 from graph_planner.eval.results import ResultsStore, TaskResult, write_predictions
 from graph_planner.eval.run_lock import run_lock
+from graph_planner.termination import leave_pool, signalled
 
 log = logging.getLogger(__name__)
 EpisodeFn = Callable[[TaskRecord], TaskResult]
@@ -47,6 +48,8 @@ def safe_episode(episode_fn: EpisodeFn, task: TaskRecord) -> TaskResult:
         return episode_fn(task)
     except Exception as exc:
         category = "sandbox_error" if is_sandbox_failure(exc) else "agent_error"
+        if signalled():  # the exit cleanup removed its sandbox under it: not a failure to report
+            raise
         log.exception("task %s failed", task.task_id)
         return TaskResult(instance_id=task.task_id, status="error", category=category,
                           error=f"{type(exc).__name__}: {exc}", seconds=time.monotonic() - start)
@@ -70,7 +73,7 @@ def is_sandbox_failure(exc: BaseException) -> bool:
 
 def iter_local(tasks: list[TaskRecord], episode_fn: EpisodeFn, concurrency: int) -> Iterator[TaskResult]:
     """Threads, one sandbox each; at most ``concurrency`` episodes in flight; yields in completion order."""
-    with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="episode") as pool:
+    with leave_pool(ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="episode")) as pool:
         pending: set[Future[TaskResult]] = set()
         queue = list(tasks)
         while queue or pending:

@@ -19,7 +19,15 @@ from graph_planner.episode.results import ExecResult
 from graph_planner.sandbox.base import SandboxError
 from graph_planner.sandbox.isolation import Isolation, choose_isolation, minimal_env
 from graph_planner.sandbox.isolation import network_cut_prefix as network_cut_prefix  # re-exported for tests
-from graph_planner.sandbox.local_copies import COPY_IGNORED, copy_from_template, mark_owner, release_copy, track_copy
+from graph_planner.sandbox.local_copies import (
+    COPY_IGNORED,
+    copy_from_template,
+    mark_owner,
+    release_command,
+    release_copy,
+    track_command,
+    track_copy,
+)
 from graph_planner.sandbox.reaper import install_exit_cleanup
 from graph_planner.sandbox.shell import ShellSandbox
 
@@ -100,9 +108,6 @@ class LocalSandbox(ShellSandbox):
                 shutil.rmtree(scratch, ignore_errors=True)
                 scratch.mkdir(exist_ok=True)
 
-    def _grading_dir_parent(self) -> str:
-        return str(self._root)  # beside the repository copy: writable under bwrap, never part of the diff
-
     def _close_backend(self) -> None:
         if self._root is not None:
             shutil.rmtree(self._root, ignore_errors=True)
@@ -165,6 +170,7 @@ class LocalSandbox(ShellSandbox):
         proc = subprocess.Popen([*self._prefix, "bash", "-c", self._preamble + cmd], cwd=workdir, env=self._env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True)
+        track_command(proc.pid)  # its own session: a signal to gp does not reach it, the exit cleanup kills it
         try:
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -177,6 +183,11 @@ class LocalSandbox(ShellSandbox):
             return ExecResult(rc=TIMEOUT_RC, stdout=out.decode("utf-8", "replace"),
                               stderr=err.decode("utf-8", "replace") + note,
                               seconds=time.monotonic() - start, timed_out=True)
+        except BaseException:  # a signal (Terminated, Ctrl-C) while the command runs: it must not outlive us
+            self._kill_group(proc)
+            raise
+        finally:
+            release_command(proc.pid)
         return ExecResult(rc=proc.returncode, stdout=out.decode("utf-8", "replace"),
                           stderr=err.decode("utf-8", "replace"), seconds=time.monotonic() - start)
 

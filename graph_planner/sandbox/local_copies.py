@@ -1,6 +1,6 @@
 """Temp repo copies of the local backend: each says which process owns it (an `.owner` file with the same fields as
-a docker container's labels), this process removes its own at exit and on SIGTERM, and `gp sandbox reap` removes
-copies whose owner is dead (a SIGKILLed run, a lost node)."""
+a docker container's labels), this process removes its own at exit and on SIGTERM (never waiting on a lock), and
+`gp sandbox reap` removes copies whose owner is dead (a SIGKILLed run, a lost node)."""
 
 from __future__ import annotations
 
@@ -8,20 +8,26 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
+from graph_planner import termination
+from graph_planner.sandbox.base import SandboxError
 from graph_planner.sandbox.owner import LABEL_RUN, LABEL_TASK, owner_is_dead, owner_labels
 
 OWNER_FILE = ".owner"
 COPY_PREFIX = "gp-"
 
 _live: set[Path] = set()
+_groups: set[int] = set()  # process groups of commands running in local sandboxes
 _live_lock = threading.Lock()
+_T = TypeVar("_T")
 
 
 def mark_owner(root: Path, run_id: str, task_id: str) -> None:
@@ -84,26 +90,80 @@ def _drop_template(root: Path) -> None:
 
 
 def track_copy(root: Path) -> None:
-    """Remember a live copy so a SIGTERM / exit of this process removes it (reaper.install_exit_cleanup)."""
+    """Remember a live copy so a SIGTERM / exit of this process removes it (reaper.install_exit_cleanup). After a
+    signal no new copy is started: a worker thread still running would leave it behind the exit cleanup."""
     with _live_lock:
         _live.add(root)
+    if termination.signalled():
+        release_copy(root)
+        _rmtree(root)
+        raise SandboxError(f"not starting sandbox {root}: the process is terminating")
 
 
-def release_copy(root: Path) -> None:
-    with _live_lock:
-        _live.discard(root)
-
-
-def remove_own_copies() -> list[Path]:
-    """Remove every copy this process still holds (signal handler / atexit); returns what was removed."""
-    with _live_lock:
-        roots = sorted(_live)
-        _live.clear()
-    with _template_lock:
-        _templates.clear()
-    for root in roots:
+def _rmtree(root: Path) -> None:
+    """Remove ``root`` even while another thread still writes into it (a copy in flight at exit)."""
+    for _ in range(5):
         shutil.rmtree(root, ignore_errors=True)
+        if not os.path.lexists(root):
+            return
+
+
+def release_copy(root: Path, lock_wait_s: float | None = None) -> None:
+    if lock_wait_s is None:
+        with _live_lock:
+            _live.discard(root)
+    else:
+        _locked_or_anyway(_live_lock, lock_wait_s, lambda: _live.discard(root))
+
+
+def remove_own_copies(lock_wait_s: float = 1.0) -> list[Path]:
+    """Remove every copy this process still holds (exit, signal); returns what was removed. Never blocks on a lock
+    for more than ``lock_wait_s``: after a signal the template lock may be held by a copy in flight, in a worker
+    thread or in the interrupted main thread itself (the old SIGTERM deadlock); the copies go anyway."""
+    roots = _locked_or_anyway(_live_lock, lock_wait_s, lambda: sorted(_live))
+    _locked_or_anyway(_template_lock, lock_wait_s, _templates.clear)
+    for root in roots:
+        _rmtree(root)
+        release_copy(root, lock_wait_s)
     return roots
+
+
+def _locked_or_anyway(lock: threading.Lock, wait_s: float, action: Callable[[], _T]) -> _T:
+    """``action()`` under ``lock`` if it can be had within ``wait_s``, else without it (exit paths only)."""
+    if lock.acquire(timeout=wait_s):
+        try:
+            return action()
+        finally:
+            lock.release()
+    for _ in range(3):  # a set / dict changed by another thread while read: read it again
+        try:
+            return action()
+        except RuntimeError:
+            continue
+    return action()
+
+
+def track_command(pgid: int) -> None:
+    """Remember the process group of a command running in a local sandbox (a test run can take minutes)."""
+    with _live_lock:
+        _groups.add(pgid)
+
+
+def release_command(pgid: int) -> None:
+    with _live_lock:
+        _groups.discard(pgid)
+
+
+def kill_own_commands(lock_wait_s: float = 1.0) -> list[int]:
+    """SIGKILL the process groups of commands still running in this process's local sandboxes (exit, signal):
+    they run in their own session, so a signal to this process does not reach them."""
+    groups = _locked_or_anyway(_live_lock, lock_wait_s, lambda: sorted(_groups))
+    for pgid in groups:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return groups
 
 
 @dataclass

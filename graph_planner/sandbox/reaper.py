@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from graph_planner.sandbox.local_copies import remove_own_copies
+from graph_planner import termination
+from graph_planner.sandbox.local_copies import kill_own_commands, remove_own_copies
 from graph_planner.sandbox.owner import (  # noqa: F401 - re-exported: the labels are the reaper's vocabulary
     LABEL_HOST,
     LABEL_OWNER_PID,
@@ -90,7 +91,9 @@ _atexit_registered = False
 
 
 def _reap_own(client_factory: Callable[[], Any] | None) -> None:
-    """Remove the containers and local copies this very process started (a forked child keeps its own)."""
+    """Remove the containers and local copies this very process started (a forked child keeps its own), and stop
+    the commands still running in its local sandboxes."""
+    kill_own_commands()
     copies = remove_own_copies()
     if copies:
         log.info("reaper: removed %d local sandbox copy(ies)", len(copies))
@@ -114,16 +117,24 @@ def _on_exit() -> None:
 
 
 def install_exit_cleanup() -> bool:
-    """Make this process remove its sandboxes at interpreter exit and on SIGTERM (then the previous SIGTERM
-    handler runs, or the default action). Idempotent. The SIGTERM handler can only be installed from the main
-    thread: entry points (`gp ...`, evaluate_dataset, the Prefect flows) call this first, so sandboxes started
-    later in worker threads are covered. Returns whether the SIGTERM handler is in place."""
+    """Make this process remove its sandboxes at interpreter exit and on SIGTERM. Idempotent.
+
+    Under the `gp` command (graph_planner.termination installed) the cleanup is registered there: it runs after
+    the main thread unwound, never inside the signal handler. Elsewhere (a Prefect flow, a library caller) a SIGTERM
+    handler removes them (taking no lock: a copy in flight may hold one, in this very thread) and then the previous
+    handler runs, or the default action. A handler can only be installed from the main thread: entry points (`gp
+    ...`, evaluate_dataset, the Prefect flows) call this first, so sandboxes started later in worker threads are
+    covered. Returns whether SIGTERM is covered."""
     global _atexit_registered
     with _hooks_lock:
         if not _atexit_registered:
             atexit.register(_on_exit)
             _atexit_registered = True
         if _hooks.sigterm_installed:
+            return True
+        if termination.installed():
+            termination.register_cleanup(_on_exit)
+            _hooks.sigterm_installed = True
             return True
         if threading.current_thread() is not threading.main_thread():
             log.debug("reaper: not the main thread, SIGTERM handler not installed yet")

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import graph_planner
+from graph_planner import termination
 from graph_planner.config.paths import RESOLVED_CONFIG, run_paths
 from graph_planner.config.schema import RunConfig
 from graph_planner.training.ray_head import MIN_LOGICAL_CPUS, LocalRayHead, RayHeadError, local_gpu_count
@@ -315,8 +316,18 @@ class _Terminated(Exception):
     """SIGTERM while following a job (turned into an exception so the job and the head are stopped)."""
 
 
+#: Seconds the exit may take after a signal while the job and a private head are stopped.
+STOP_GRACE_S = 60.0
+
+
 @contextlib.contextmanager
 def _sigterm_as_exception() -> Iterator[None]:
+    """SIGTERM raises: under `gp` graph_planner.termination does it (its watchdog given time to stop the job and
+    the head), elsewhere (a Prefect task) a handler installed for the block."""
+    if termination.installed():
+        termination.extend_grace(STOP_GRACE_S)
+        yield
+        return
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -372,8 +383,11 @@ def run_training_job(config: RunConfig, entrypoint_args: Sequence[str], dry_run:
     except RayHeadError as exc:
         log.error("%s", exc)
         return JobOutcome(EXIT_REFUSED, None, address, message=str(exc))
-    except (KeyboardInterrupt, _Terminated) as exc:
+    except (KeyboardInterrupt, _Terminated, termination.Terminated) as exc:
         message = (f"interrupted ({exc or 'Ctrl-C'}): Ray job {job_id or '(not submitted)'} stopped; its log: "
                    f"{run_dir / 'verl' / f'job-driver-{job_id}.log'}; resume with --set training.resume_from=auto")
         log.error("%s", message)
-        return JobOutcome(EXIT_FAILED, job_id, address, message=message)
+        if isinstance(exc, termination.Terminated):
+            raise  # gp exits 143 / 130 with its one line
+        signum = signal.SIGINT if isinstance(exc, KeyboardInterrupt) else signal.SIGTERM
+        return JobOutcome(termination.exit_code_for(signum), job_id, address, message=message)

@@ -18,6 +18,7 @@ from typing import Any
 from graph_planner.config.schema import RunConfig
 from graph_planner.data.record import TaskRecord
 from graph_planner.episode.turns import Trajectory
+from graph_planner.termination import leave_pool
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +68,8 @@ def play_concurrently(play: Callable[[TaskRecord, Any], Trajectory], policy: Any
 
         # one thread per member (a round waits for all of them); leaving the pool waits for every member, so the
         # first error map() raises comes after the whole chunk finished
-        with ThreadPoolExecutor(max_workers=len(chunk), thread_name_prefix=f"rollout-{start}") as pool:
+        # (a signal leaves at once: graph_planner.termination.leave_pool)
+        with leave_pool(ThreadPoolExecutor(max_workers=len(chunk), thread_name_prefix=f"rollout-{start}")) as pool:
             trajectories.extend(pool.map(member, range(len(chunk))))
     return trajectories
 

@@ -30,6 +30,7 @@ from graph_planner.agents.rule_policy import RulePolicy, SynthesizerOnlyPolicy, 
 from graph_planner.config.schema import RunConfig
 from graph_planner.episode.actions import ActionBase, ExploreExpand, ExploreFind, MemoryCommit, Read, Repair
 from graph_planner.episode.turns import Turn
+from graph_planner.termination import leave_pool
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +150,8 @@ def rule_trajectories(config: RunConfig) -> Iterable[list[dict[str, Any]]]:
 
     jobs = [(t, k) for t in range(len(tasks)) for k in range(sft.episodes_per_task)]
     # parallel.parallel_agents episodes at once, each in its own sandbox; results in job order
-    with ThreadPoolExecutor(max_workers=rollout_concurrency(config), thread_name_prefix="sft-episode") as pool:
+    with leave_pool(ThreadPoolExecutor(max_workers=rollout_concurrency(config),
+                                       thread_name_prefix="sft-episode")) as pool:
         yield from pool.map(play, jobs)
 
 
