@@ -9,6 +9,7 @@ import uuid
 import pytest
 from attack_repo import FORCE_PASS_HOOK, HIDDEN_MARK, STEERING_ATTACKS, AttackRepo
 from docker_fixtures import base_image, docker_client, docker_config  # noqa: F401 - pytest fixtures
+from forgeries import BREAKS_COLLECTION, FORGERIES, HUGE_OUTPUT
 
 from graph_planner.sandbox.base import SandboxError
 from graph_planner.sandbox.docker import DockerSandbox
@@ -124,6 +125,30 @@ def test_state_planted_outside_the_repo_cannot_steer_the_final_grade(attack):
         sb.apply_patch(patch)
         sb.run_tests()  # plants
         steered = sb.run_tests()
-        assert steered.resolved, "the planted plugin forces a pass inside the episode's own container"
+        # the planted plugin forces every report to pass inside the episode's own container: the canaries see it
+        assert steered.tampered and not steered.resolved, steered
         final = sb.grade_fresh(sb.diff())
     assert not final.resolved and final.statuses["tests/test_add.py::test_add"] == "FAILED"
+
+
+@pytest.mark.slow
+def test_forgeries_from_inside_the_test_process_are_caught_on_docker(attack):
+    """Every forgery of forgeries.py (each shown real in test_forgery.py) graded tampered in a container; the real
+    fix resolved and an honest patch that breaks collection unresolved, neither with tamper evidence."""
+    task, config = _task(attack), docker_config()
+    gold = grade_patch(task, attack.gold, config, attack.root, backend="docker")
+    assert gold.status == "resolved" and not gold.tamper_evidence, gold
+    broken = grade_patch(task, attack.patch(BREAKS_COLLECTION.files), config, attack.root, backend="docker")
+    assert broken.status == "unresolved" and not broken.tamper_evidence, broken
+    verdicts = {name: grade_patch(task, attack.patch(forgery.files), config, attack.root, backend="docker")
+                for name, forgery in FORGERIES.items()}
+    assert {name: grade.status for name, grade in verdicts.items()} == dict.fromkeys(FORGERIES, "tampered"), verdicts
+
+
+@pytest.mark.slow
+def test_300_mb_printed_in_a_container_is_cut_and_unresolved(attack):
+    with _sandbox(attack) as sb:
+        sb.apply_patch(attack.patch(HUGE_OUTPUT.files))
+        report = sb.run_tests()
+    assert report.truncated and report.output_bytes > 300 * (1 << 20), report
+    assert not report.resolved and not report.tampered, report
