@@ -108,6 +108,9 @@ class LocalSandbox(ShellSandbox):
                 shutil.rmtree(scratch, ignore_errors=True)
                 scratch.mkdir(exist_ok=True)
 
+    def _grading_dir_parent(self) -> str:
+        return str(self._root)  # beside the repository copy: writable under bwrap, never part of the diff
+
     def _close_backend(self) -> None:
         if self._root is not None:
             shutil.rmtree(self._root, ignore_errors=True)
