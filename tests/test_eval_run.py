@@ -39,7 +39,9 @@ def test_eval_writes_predictions_results_report_and_plots(tmp_path, prepared):
     run_dir = outcome.run_dir
     preds = [json.loads(line) for line in (run_dir / "predictions.jsonl").read_text().splitlines()]
     assert {p["instance_id"] for p in preds} == {r.instance_id for r in outcome.results if r.label == "policy"}
-    assert all(set(p) == {"instance_id", "model_name_or_path", "model_patch"} for p in preds)
+    # SWE-bench's three keys (the harness reads only those) and our verdict beside them
+    assert all(set(p) == {"instance_id", "model_name_or_path", "model_patch", "verdict"} for p in preds)
+    assert all(p["verdict"] == "resolved" for p in preds)
     assert all(p["model_patch"].startswith("diff --git") for p in preds)
     rows = ResultsStore(run_dir / "results.jsonl").load("policy")
     assert len(rows) == 2 and all(r.resolved and r.category == "resolved" for r in rows)

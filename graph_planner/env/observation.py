@@ -72,11 +72,15 @@ def _render_result(name: str, result: dict[str, Any]) -> list[str]:
     if name == "repair":
         return _render_repair(result)
     if name == "submit":
+        if result.get("tampered"):
+            return ["submit: TAMPERED"]
         return [f"submit: {'RESOLVED' if result['resolved'] else 'not resolved'}"]
     return [f"{name}: {result}"]
 
 
 def _render_tests(head: str, tests: dict[str, Any]) -> list[str]:
+    if tests.get("tampered"):
+        return [f"{head}: tampered"]
     lines = [f"{head}: {tests['passing']}/{tests['total']} of the failing tests pass"
              + (" (task resolved)" if tests.get("resolved") else "")]
     if tests.get("error"):

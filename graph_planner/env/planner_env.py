@@ -70,6 +70,16 @@ class EpisodeStats:
     synth_prompt_tokens: int = 0
     synth_completion_tokens: int = 0
     diagnostics: set[str] = field(default_factory=set)
+    #: Graded test runs of the episode found forged, and their evidence (``<kind>: <evidence>``; hidden from the
+    #: agent, kept for trajectories and reports).
+    tampered_runs: int = 0
+    tamper_evidence: list[str] = field(default_factory=list)
+
+    def record_test_run(self, kind: str, report: TestReport) -> None:
+        self.tests_run += 1
+        if report.tampered:
+            self.tampered_runs += 1
+            self.tamper_evidence.extend(f"{kind}: {e}" for e in report.tamper_evidence or ["(no evidence given)"])
 
     def record_repair(self, outcome: RepairOutcome) -> None:
         self.synth_prompt_tokens += outcome.proposal.prompt_tokens
@@ -101,6 +111,8 @@ class EpisodeStats:
             "tests_run": self.tests_run,
             "tokens": {"synth_prompt": self.synth_prompt_tokens, "synth_completion": self.synth_completion_tokens},
             "diagnostic": ",".join(sorted(self.diagnostics)) or None,
+            "tampered": self.tampered_runs > 0, "tampered_runs": self.tampered_runs,
+            "tamper_evidence": list(self.tamper_evidence),
         }
 
 
@@ -177,12 +189,13 @@ class PlannerEnv:
         return self._own_ops
 
     def _log_test_run(self, kind: str, report: TestReport, summary: TestSummary | None) -> None:
-        self.stats.tests_run += 1
+        self.stats.record_test_run(kind, report)
         self.test_runs.append({
             "task_id": self.task.task_id, "step": self.step_count, "kind": kind, "mode": report.mode,
             "resolved": report.resolved, "passing": summary.score if summary else None,
             "total": summary.total if summary else None, "rc": report.rc, "seconds": round(report.seconds, 3),
             "timed_out": report.timed_out, "error": report.error, "statuses": report.statuses,
+            "verdict": report.verdict, "tamper_evidence": report.tamper_evidence,
         })
 
     # ------------------------------------------------------------------ step
@@ -190,7 +203,8 @@ class PlannerEnv:
              used_fallback: bool = False) -> StepResult:
         """Apply one action (or parse a raw model output first). Rewards: -step_penalty every step,
         -format_penalty for an invalid output, +success_reward*reward_scale when submit resolves the task,
-        -failure_penalty when the episode ends unresolved, -timeout_penalty when a limit ends it."""
+        -failure_penalty when the episode ends unresolved, -timeout_penalty when a limit ends it, -tamper_penalty
+        (and no localisation reward) when any graded test run of the episode was forged."""
         if self.done or self.graph is None:
             raise RuntimeError(f"episode of task {self.task.task_id} is over (or not started): call reset()")
         cfg = self.env_config
@@ -237,8 +251,10 @@ class PlannerEnv:
             is_read = action is not None and action.name == "read" and not error  # type: ignore[attr-defined]
             read_node = action.node_id if is_read else None  # type: ignore[union-attr,attr-defined]
             loc.observe(self.step_count, self.memory.entries, self.memory.working, read_node=read_node)
-            if done and cfg.localisation_reward > 0:
+            if done and cfg.localisation_reward > 0 and not self.stats.tampered_runs:
                 reward += cfg.localisation_reward * loc.peak_m_recall
+        if done and self.stats.tampered_runs:
+            reward -= cfg.tamper_penalty
         info.update(action=action_to_dict(action) if action is not None else None, result=result, error=error,
                     warnings=warnings, repo_ops=self.repo_ops)
         text, obs = render(self.task, self.memory, self.step_count, self.max_steps,
@@ -384,7 +400,9 @@ class PlannerEnv:
             report = TestReport(resolved=False, mode=self.task.grading_mode, error=f"sandbox error: {exc}")
         if ran_tests:
             self._log_test_run("grading", report, None)
-        info["grading"] = report.to_dict()
+        info["grading"] = report.to_dict()  # the whole report, evidence included, for the trajectory
+        if report.tampered:  # the agent sees the word only: evidence would teach it what the checks look at
+            return {"resolved": False, "tampered": True, "error": None}, None, False
         return {"resolved": report.resolved, "error": report.error}, report.error, report.resolved
 
     def _episode_info(self, reason: str, resolved: bool) -> dict[str, Any]:
@@ -393,7 +411,8 @@ class PlannerEnv:
         except SandboxError as exc:
             log.warning("task %s: could not read the final diff: %s", self.task.task_id, exc)
             patch = ""
-        return {"task_id": self.task.task_id, "termination_reason": reason, "resolved": resolved,
+        verdict = "tampered" if self.stats.tampered_runs else ("resolved" if resolved else "unresolved")
+        return {"task_id": self.task.task_id, "termination_reason": reason, "resolved": resolved, "verdict": verdict,
                 "steps": self.step_count, "max_steps": self.max_steps, "repo_ops": self.repo_ops, "patch": patch,
                 "synthesizer": getattr(self.synthesizer, "name", type(self.synthesizer).__name__),
                 "localisation": self.localisation.summary() if self.localisation is not None else None,

@@ -46,10 +46,12 @@ class TestSummary:
     failing: list[str] = field(default_factory=list)
     error: str | None = None
     seconds: float = 0.0
+    #: The run was forged (TestReport.tampered): the agent sees only this word, never the evidence.
+    tampered: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {"passing": self.score, "total": self.total, "resolved": self.resolved, "failing": self.failing,
-                "error": self.error}
+                "error": self.error, "tampered": self.tampered}
 
 
 def failing_tests_selectors(task: TaskRecord) -> list[str] | None:
@@ -58,7 +60,12 @@ def failing_tests_selectors(task: TaskRecord) -> list[str] | None:
 
 
 def summarise_report(task: TaskRecord, report: TestReport, max_symptoms: int = 8) -> TestSummary:
-    """Score = tests in the target state (F2P passing, or R2E statuses equal to the expected ones)."""
+    """Score = tests in the target state (F2P passing, or R2E statuses equal to the expected ones). A tampered
+    run scores 0 and shows nothing of its log: its statuses are forged, and its evidence names the checks."""
+    if report.tampered:
+        total = len(task.expected_output or {}) if task.grading_mode == "r2e" and task.expected_output else \
+            len(failing_tests_selectors(task) or report.statuses)
+        return TestSummary(score=0, total=total, resolved=False, seconds=report.seconds, tampered=True)
     if task.grading_mode == "r2e" and task.expected_output is not None and report.mode != "selectors":
         diff = expected_output_diff(report.statuses, task.expected_output)
         total = len(task.expected_output)
@@ -227,6 +234,11 @@ class RepairCycle:
         after = self.run_failing_tests("repair")
         timings["tests"] = time.perf_counter() - t0
         outcome.tests = after
+        if after.tampered:  # a forged run never keeps its patch, whatever it claims
+            self.sandbox.restore(snap)
+            self.current = before
+            outcome.status, outcome.reason = "rolled_back", "tampered: the test run was forged"
+            return outcome
         if after.resolved or after.score > before.score:
             outcome.status = "kept"
             outcome.reason = "resolves the failing tests" if after.resolved else \

@@ -75,6 +75,8 @@ def baseline_rows(config: RunConfig, dataset_dir: Path) -> Callable[[list[TaskRe
                                           ("baseline:empty", check.empty, "")):
                 resolved = bool(outcome and outcome.resolved)
                 yield TaskResult(instance_id=task.task_id, label=label, resolved=resolved,
+                                 tampered=bool(outcome and outcome.tampered),
+                                 tamper_evidence=list(outcome.tamper_evidence) if outcome else [],
                                  category="resolved" if resolved else ("no_patch" if not patch else "unresolved"),
                                  model_patch=patch, seconds=outcome.seconds if outcome else 0.0,
                                  status="finished" if outcome else "error", error=check.error if not outcome else None,
@@ -148,13 +150,15 @@ def evaluate_dataset(config: RunConfig, dataset: str | Path | None = None, conso
 
     started = time.monotonic()
     with run_telemetry(config, run_dir, job_type="eval") as tracker:
-        resolved = 0
+        resolved = tampered = 0
 
         def track(result: TaskResult, done: int, total: int) -> None:
-            nonlocal resolved
+            nonlocal resolved, tampered
             resolved += int(result.resolved)
             minutes = max(time.monotonic() - started, 1e-6) / 60
+            tampered += int(result.tampered)
             tracker({"eval/completed": done, "eval/resolved": resolved, "eval/resolved_rate_run": resolved / done,
+                     "grading/tampered_rate": tampered / done,
                      "episodes_per_min": done / minutes, "eval/steps": result.steps}, done)
             if on_result is not None:
                 on_result(result, done, total)

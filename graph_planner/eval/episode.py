@@ -18,6 +18,8 @@ TIMEOUT_REASONS = ("max_steps", "repo_op_limit", "timeout")
 
 def categorise(trajectory: Trajectory) -> OutcomeCategory:
     """Why an episode ended where it did, for the outcome-category plot."""
+    if trajectory.info.get("tampered"):
+        return "tampered"
     if trajectory.resolved:
         return "resolved"
     stats = trajectory.info.get("patch_stats") or {}
@@ -44,6 +46,8 @@ def result_from_trajectory(trajectory: Trajectory, seconds: float) -> TaskResult
         seconds=round(seconds, 3),
         reward=trajectory.reward,
         termination_reason=trajectory.termination_reason,
+        tampered=bool(info.get("tampered")),
+        tamper_evidence=list(info.get("tamper_evidence") or []),
         info={k: info.get(k) for k in ("patch_stats", "parse_errors", "tests_run", "synthesizer", "diagnostic",
                                        "policy", "repo_ops", "localisation")},
     )

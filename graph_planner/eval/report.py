@@ -32,9 +32,10 @@ def summarise(results: list[TaskResult], total_tasks: int) -> dict[str, Any]:
             "mean_seconds": statistics.fmean(r.seconds for r in rows) if rows else 0.0,
             "tokens": sum(r.tokens for r in rows),
             "errors": sum(r.status == "error" for r in rows),
+            "tampered": sum(r.tampered for r in rows),
             **_localisation(rows),
         }
-    policy = labels.get("policy", {"tasks": 0, "resolved": 0, "resolved_rate": 0.0})
+    policy = labels.get("policy", {"tasks": 0, "resolved": 0, "resolved_rate": 0.0, "tampered": 0})
     diagnostic = diagnostic_of(results)
     return {
         "diagnostic": diagnostic,
@@ -43,6 +44,9 @@ def summarise(results: list[TaskResult], total_tasks: int) -> dict[str, Any]:
         "completed_tasks": policy["tasks"],
         "resolved": policy["resolved"],
         "resolved_rate": policy["resolved_rate"],
+        "tampered": policy["tampered"],
+        "tampered_rate": policy["tampered"] / policy["tasks"] if policy["tasks"] else 0.0,
+        "tamper_evidence": {r.instance_id: r.tamper_evidence for r in results if r.label == "policy" and r.tampered},
         "labels": labels,
     }
 
@@ -77,6 +81,29 @@ def _localisation(rows: list[TaskResult]) -> dict[str, Any]:
             "loc_m_precision": sum(x["m_precision"] for x in records) / n,
             "loc_w_recall": sum(x["w_recall"] for x in records) / n,
             "loc_gold_read_rate": sum(x["first_gold_read_step"] is not None for x in records) / n}
+
+
+def harness_verdicts(harness: dict[str, Any]) -> dict[str, str]:
+    """The official harness's verdict per submitted instance (resolved / unresolved / error / empty_patch)."""
+    resolved, errors = set(harness.get("resolved_ids", [])), set(harness.get("error_ids", []))
+    empty = set(harness.get("empty_patch_ids", []))
+    out = {}
+    for instance_id in harness.get("submitted_ids") or sorted(resolved | errors | empty):
+        out[instance_id] = ("resolved" if instance_id in resolved else "error" if instance_id in errors
+                            else "empty_patch" if instance_id in empty else "unresolved")
+    for instance_id in resolved - set(out):
+        out[instance_id] = "resolved"
+    return out
+
+
+def harness_disagreements(results: list[TaskResult], harness: dict[str, Any]) -> list[dict[str, str]]:
+    """Policy rows where the harness's resolved/not-resolved differs from ours. The harness cannot see tampering
+    (it reads the same log lines), so a run we graded tampered and it graded resolved is the case to look at."""
+    theirs = harness_verdicts(harness)
+    return [{"instance_id": r.instance_id, "ours": r.verdict, "harness": theirs[r.instance_id]}
+            for r in sorted(results, key=lambda r: r.instance_id)
+            if r.label == "policy" and r.instance_id in theirs
+            and (r.verdict == "resolved") != (theirs[r.instance_id] == "resolved")]
 
 
 def _pct(value: Any) -> str:
@@ -116,32 +143,48 @@ def render_markdown(summary: dict[str, Any], results: list[TaskResult], run_name
     diagnostic = summary.get("diagnostic")
     title = f"# Evaluation report: {run_name}" + (f" — DIAGNOSTIC ({diagnostic})" if diagnostic else "")
     lines = [title, "", *([f"**{summary['diagnostic_note']}**", ""] if diagnostic else []), headline(summary), "",
-             "| label | tasks | resolved | rate | mean steps | errors | M recall | M precision | W recall | "
-             "gold read |", "|---|---|---|---|---|---|---|---|---|---|"]
+             f"tampered: {summary.get('tampered', 0)} (graded runs forged from inside the test process: never "
+             "resolved)", "",
+             "| label | tasks | resolved | rate | mean steps | errors | tampered | M recall | M precision | "
+             "W recall | gold read |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for label, s in summary["labels"].items():
         lines.append(f"| {table_cell(label)} | {s['tasks']} | {s['resolved']} | {s['resolved_rate']:.1%} | "
-                     f"{s['mean_steps']:.1f} | {s['errors']} | {_pct(s.get('loc_m_recall'))} | "
+                     f"{s['mean_steps']:.1f} | {s['errors']} | {s.get('tampered', 0)} | {_pct(s.get('loc_m_recall'))} | "
                      f"{_pct(s.get('loc_m_precision'))} | {_pct(s.get('loc_w_recall'))} | "
                      f"{_pct(s.get('loc_gold_read_rate'))} |")
     harness = summary.get("harness")
     if harness and harness.get("ran", True):
         lines.append(f"| swebench harness | {harness.get('submitted')} | {harness.get('resolved')} | "
-                     f"{harness.get('resolved_rate', 0.0):.1%} | - | {harness.get('errors', 0)} |")
+                     f"{harness.get('resolved_rate', 0.0):.1%} | - | {harness.get('errors', 0)} | - |")
         lines += ["", (f"Official swebench harness: {harness.get('resolved')} resolved of "
                        f"{harness.get('submitted')} submitted ({harness.get('note', '')}).")]
+        disagree = harness.get("disagreements") or []
+        lines.append(f"Disagreements with our grading: {len(disagree)}"
+                     + (" (" + ", ".join(f"{d['instance_id']}: ours {d['ours']}, harness {d['harness']}"
+                                         for d in disagree) + ")" if disagree else "") + ".")
     elif harness:
         lines += ["", f"Official swebench harness did not run: {harness.get('note', '')}."]
     lines += ["", "Localisation (env/localisation.py): share of the gold patch's functions/classes/files held by "
               "memory M and working graph W at the end, share of episodes that read a gold node.",
-              "", "| task | label | resolved | category | steps | seconds | M recall | first gold read | termination |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "", "| task | label | verdict | harness | agrees | category | steps | seconds | M recall | "
+              "first gold read | termination |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    theirs = harness_verdicts(harness) if harness and harness.get("ran", True) else {}
     for r in sorted(results, key=lambda r: (r.label, r.instance_id)):
         loc = (r.info or {}).get("localisation") or {}
         first = loc.get("first_gold_read_step")
-        lines.append(f"| {table_cell(r.instance_id, MAX_ID_CHARS)} | {table_cell(r.label)} | "
-                     f"{'yes' if r.resolved else 'no'} | {r.category} | {r.steps} | {r.seconds:.1f} | "
-                     f"{_pct(loc.get('m_recall'))} | {'-' if first is None else f'step {first}'} | "
+        other = theirs.get(r.instance_id) if r.label == "policy" else None
+        agrees = "-" if other is None else ("yes" if (other == "resolved") == (r.verdict == "resolved")
+                                            else "**disagree**")
+        lines.append(f"| {table_cell(r.instance_id, MAX_ID_CHARS)} | {table_cell(r.label)} | {r.verdict} | "
+                     f"{other or '-'} | {agrees} | "
+                     f"{r.category} | {r.steps} | {r.seconds:.1f} | {_pct(loc.get('m_recall'))} | "
+                     f"{'-' if first is None else f'step {first}'} | "
                      f"{table_cell(r.termination_reason or r.error or '')} |")
+    forged = [r for r in results if r.tampered]
+    if forged:
+        lines += ["", "Tampered runs (a graded test run was forged from inside the test process; never resolved):",
+                  ""] + [f"- {r.instance_id} ({r.label}): {'; '.join(r.tamper_evidence) or 'no evidence recorded'}"
+                         for r in forged]
     lines += ["", "![resolved](resolved_rate.png) ![outcomes](outcomes.png) ![steps](steps_hist.png)", ""]
     return "\n".join(lines)
 
@@ -152,6 +195,8 @@ def write_report(run_dir: Path, results: list[TaskResult], total_tasks: int, run
     summary = summarise(results, total_tasks)
     if harness:
         summary["harness"] = harness
+        if harness.get("ran", True):
+            harness["disagreements"] = harness_disagreements(results, harness)
     shown = f"{run_name} [DIAGNOSTIC: {summary['diagnostic']}]" if summary["diagnostic"] else run_name
     _plot_all(summary, results, run_dir, shown)
     summary["files"] = {name: name for name in ("predictions.jsonl", "results.jsonl", "report.md",

@@ -13,11 +13,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 OutcomeCategory = Literal[
-    "resolved", "unresolved", "no_patch", "patch_failed", "timeout", "sandbox_error", "agent_error"
+    "resolved", "unresolved", "no_patch", "patch_failed", "timeout", "sandbox_error", "agent_error", "tampered"
 ]
+Verdict = Literal["resolved", "unresolved", "tampered", "error"]
 
 
 class TaskResult(BaseModel):
@@ -37,6 +38,19 @@ class TaskResult(BaseModel):
     error: str | None = None
     label: str = Field("policy", description="policy, or a baseline label (baseline:gold / baseline:empty).")
     info: dict[str, Any] = Field(default_factory=dict)
+    tampered: bool = Field(False, description="A graded test run of the episode was forged from inside the test "
+                           "process (never resolved).")
+    tamper_evidence: list[str] = Field(default_factory=list, description="Which check caught it (canaries by role).")
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def verdict(self) -> Verdict:
+        """One word, as TestReport.verdict: tampered beats error, then resolved / unresolved."""
+        if self.tampered:
+            return "tampered"
+        if self.status == "error":
+            return "error"
+        return "resolved" if self.resolved else "unresolved"
 
 
 class ResultsStore:
@@ -90,9 +104,11 @@ class ResultsStore:
 
 
 def write_predictions(path: Path, results: Iterable[TaskResult], model_name: str) -> int:
-    """SWE-bench harness format: one {instance_id, model_name_or_path, model_patch} per line (atomic rewrite)."""
+    """SWE-bench harness format: one {instance_id, model_name_or_path, model_patch} per line (atomic rewrite),
+    plus our ``verdict`` (the harness reads only its own keys)."""
     rows = [
-        {"instance_id": r.instance_id, "model_name_or_path": model_name, "model_patch": r.model_patch}
+        {"instance_id": r.instance_id, "model_name_or_path": model_name, "model_patch": r.model_patch,
+         "verdict": r.verdict}
         for r in results
         if r.label == "policy"
     ]

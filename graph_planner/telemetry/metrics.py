@@ -62,6 +62,7 @@ def episode_metrics(trajectories: Sequence[Trajectory], seconds: float, switches
       ``patch_rejected`` = synthesised patches summed over the batch (``log_patch_stats``).
     - ``reject/<reason>`` = rejected patches per guard/apply/synthesis reason (``log_cgm_errors``).
     - ``planner_parse_error_rate`` = turns whose output did not parse / all turns (``log_planner_parse_errors``).
+    - ``grading/tampered_rate`` = episodes with a graded test run found forged (verdict tampered) / episodes.
     - ``loc/*`` = localisation of the gold patch's code (env/localisation.py): mean recall/precision in memory M
       and working graph W, peak M recall, share of episodes that read a gold node and the mean step it happened
       (episodes of tasks with a gold patch only).
@@ -75,6 +76,7 @@ def episode_metrics(trajectories: Sequence[Trajectory], seconds: float, switches
     rewards = [float(t.reward) for t in trajectories]
     out["reward/mean"] = statistics.fmean(rewards)
     out["reward/std"] = statistics.pstdev(rewards)
+    out["grading/tampered_rate"] = sum(1 for t in trajectories if t.info.get("tampered")) / n
 
     generated = applied = 0
     rejected: Counter[str] = Counter()

@@ -147,6 +147,9 @@ def episode_summary(env: PlannerEnv, last: StepResult | None, rewards: list[floa
         "patch_stats": info.get("patch_stats", {}),
         "synthesizer": getattr(env.synthesizer, "name", type(env.synthesizer).__name__),
         "diagnostic": info.get("diagnostic"),
+        "tampered": bool(info.get("tampered")),
+        "verdict": str(info.get("verdict") or ("resolved" if resolved else "unresolved")),
+        "tamper_evidence": list(info.get("tamper_evidence") or []),
     }
 
 
@@ -265,6 +268,7 @@ class GraphPlannerAgentLoop(AgentLoopBase):
                     "gp_parse_errors": summary["parse_errors"],
                     "gp_patches_kept": int(kept),
                     "gp_truncated": float(summary["termination_reason"] == "response_length"),
+                    "gp_tampered": float(summary["tampered"]),
                 },
             },
         )

@@ -50,7 +50,7 @@ def record_episode(path: Path, weights_step: int | None, summary: Mapping[str, A
     row = {"step": None if weights_step is None else int(weights_step) + 1, "pid": os.getpid(),
            "seconds": round(seconds, 4), **{k: summary.get(k) for k in (
                "task_id", "episode_return", "resolved", "termination_reason", "steps", "parse_errors",
-               "invalid_actions", "patch_stats")}}
+               "invalid_actions", "patch_stats", "tampered", "verdict")}}
     data = (json.dumps(row, default=str) + "\n").encode("utf-8")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -66,9 +66,11 @@ def trajectory_from_record(row: Mapping[str, Any]) -> Trajectory:
     turns = [Turn(prompt_messages=[], response_text="", action=None, observation="",
                   parse_error="unparsed" if i < errors else None) for i in range(max(steps, errors))]
     stats = row.get("patch_stats")
+    info: dict[str, Any] = {"patch_stats": stats} if isinstance(stats, Mapping) and stats else {}
+    info["tampered"] = bool(row.get("tampered"))
     return Trajectory(task_id=str(row.get("task_id", "?")), turns=turns, reward=float(row.get("episode_return") or 0),
                       resolved=bool(row.get("resolved")), termination_reason=str(row.get("termination_reason", "")),
-                      info={"patch_stats": stats} if isinstance(stats, Mapping) and stats else {})
+                      info=info)
 
 
 class JsonlFollower:

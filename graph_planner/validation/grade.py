@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from graph_planner.data.record import TaskRecord
     from graph_planner.episode.results import TestReport
 
-GradeStatus = Literal["resolved", "unresolved", "rejected", "empty_patch", "error"]
+GradeStatus = Literal["resolved", "unresolved", "tampered", "rejected", "empty_patch", "error"]
 
 
 class PatchGrade(BaseModel):
@@ -39,13 +39,19 @@ class PatchGrade(BaseModel):
     pass_to_pass: dict[str, list[str]] = Field(default_factory=dict)
     statuses: dict[str, str] = Field(default_factory=dict)
     seconds: float = 0.0
+    tamper_evidence: list[str] = Field(default_factory=list, description="Why the run was graded tampered (forged "
+                                       "from inside the test process): which check, canaries by role.")
+    truncated: bool = Field(False, description="The test output was cut to the grader's cap (head and tail kept).")
+    output_bytes: int | None = None
 
 
 def _from_report(task_id: str, backend: str, report: TestReport, seconds: float) -> PatchGrade:
-    status: GradeStatus = "error" if report.error else ("resolved" if report.resolved else "unresolved")
+    status: GradeStatus = report.verdict  # type: ignore[assignment] - tampered | error | resolved | unresolved
     return PatchGrade(instance_id=task_id, status=status, resolved=report.resolved and not report.error,
                       backend=backend, error=report.error, guard=report.guard, fail_to_pass=report.fail_to_pass,
-                      pass_to_pass=report.pass_to_pass, statuses=report.statuses, seconds=round(seconds, 3))
+                      pass_to_pass=report.pass_to_pass, statuses=report.statuses, seconds=round(seconds, 3),
+                      tamper_evidence=report.tamper_evidence, truncated=report.truncated,
+                      output_bytes=report.output_bytes)
 
 
 def grade_patch(task: TaskRecord, patch: str, config: RunConfig, dataset_dir: str | Path | None,
@@ -145,7 +151,7 @@ def grade_predictions(tasks: list[TaskRecord], predictions: dict[str, dict[str, 
 
 def grade_summary(grades: list[PatchGrade], problems: list[str]) -> dict[str, Any]:
     counts = {status: sum(g.status == status for g in grades)
-              for status in ("resolved", "unresolved", "rejected", "empty_patch", "error")}
+              for status in ("resolved", "unresolved", "tampered", "rejected", "empty_patch", "error")}
     return {"submitted": len(grades), **counts,
             "resolved_rate": counts["resolved"] / len(grades) if grades else 0.0,
             "input_problems": problems}

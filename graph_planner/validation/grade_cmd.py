@@ -66,7 +66,9 @@ def grade_cmd(
     for column in ("instance", "status", "F2P ok/fail", "P2P ok/fail", "notes"):
         table.add_column(column, overflow="fold")
     for g in grades:
-        notes = g.rejection or g.error or "; ".join(g.guard) or ""
+        notes = "; ".join(g.tamper_evidence) or g.rejection or g.error or "; ".join(g.guard) or ""
+        if g.truncated:
+            notes = f"output truncated ({g.output_bytes} bytes); {notes}"
         f2p = f"{len(g.fail_to_pass.get('success', []))}/{len(g.fail_to_pass.get('failure', []))}"
         p2p = f"{len(g.pass_to_pass.get('success', []))}/{len(g.pass_to_pass.get('failure', []))}"
         table.add_row(g.instance_id, g.status, f2p, p2p, notes[:300])
@@ -77,7 +79,8 @@ def grade_cmd(
     payload = {"dataset": str(file), "predictions": str(predictions), "backend": sandbox, "summary": summary,
                "instances": [g.model_dump() for g in grades]}
     atomic_write_text(out, json.dumps(payload, indent=2) + "\n")
-    console.print(f"resolved {summary['resolved']}/{summary['submitted']}; report: {out}")
+    console.print(f"resolved {summary['resolved']}/{summary['submitted']}; tampered: {summary['tampered']}; "
+                  f"report: {out}")
     typer.echo(str(out))
     if summary["error"]:
         raise typer.Exit(EXIT_GRADING_ERRORS)

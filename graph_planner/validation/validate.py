@@ -33,6 +33,8 @@ class RunOutcome(BaseModel):
     seconds: float = 0.0
     timed_out: bool = False
     error: str | None = None
+    tampered: bool = False
+    tamper_evidence: list[str] = Field(default_factory=list)
 
 
 class TaskValidation(BaseModel):
@@ -70,12 +72,16 @@ def _outcome(task: TaskRecord, report: TestReport) -> RunOutcome:
         diff = expected_output_diff(report.statuses, task.expected_output)
     return RunOutcome(resolved=report.resolved, statuses=report.statuses, fail_to_pass=report.fail_to_pass,
                       pass_to_pass=report.pass_to_pass, expected_output_diff=diff, rc=report.rc,
-                      seconds=round(report.seconds, 3), timed_out=report.timed_out, error=report.error)
+                      seconds=round(report.seconds, 3), timed_out=report.timed_out, error=report.error,
+                      tampered=report.tampered, tamper_evidence=report.tamper_evidence)
 
 
 def _failure_reason(gold: RunOutcome, empty: RunOutcome) -> str | None:
     reasons = []
-    if not gold.resolved:
+    if gold.tampered:
+        reasons.append(f"the gold patch's run was graded tampered ({'; '.join(gold.tamper_evidence)}): a false "
+                       "alarm of the forgery checks, or a task whose own code tampers with the test run")
+    elif not gold.resolved:
         detail = gold.error or _unresolved_detail(gold)
         reasons.append(f"gold patch does not resolve the task ({detail})")
     if empty.resolved:
