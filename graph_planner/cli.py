@@ -88,6 +88,10 @@ app.command("grade")(grade_cmd)
 from graph_planner.data.commands import data_app  # noqa: E402
 
 app.add_typer(data_app, name="data")
+from graph_planner.synth.commands import mine_cmd, synth_cmd  # noqa: E402
+
+data_app.command("synth")(synth_cmd)
+data_app.command("mine")(mine_cmd)
 from graph_planner.env.codegraph_commands import graph_app  # noqa: E402
 from graph_planner.env.commands import smoke_cmd  # noqa: E402
 from graph_planner.models.serve import serve_cmd  # noqa: E402

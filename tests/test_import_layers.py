@@ -25,6 +25,7 @@ LAYERS = [
     "graph_planner.grading",
     "graph_planner.sandbox",
     "graph_planner.codegraph",
+    "graph_planner.synth",  # task synthesis / mining: runs sandboxes, reads the code graph, writes data
     "graph_planner.models",
     "graph_planner.agents",
     "graph_planner.telemetry",

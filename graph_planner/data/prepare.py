@@ -38,7 +38,16 @@ from graph_planner.data.sources.screen import REJECTED_KEY
 
 #: progress(stage, rows done, rows total): lets the CLI draw a bar without this module knowing about rich.
 ProgressCallback = Callable[[str, int, int], None]
-SOURCE_DIRS = ("r2e_gym", "swebench", "custom")
+SOURCE_DIRS = ("r2e_gym", "swebench", "custom", "synth", "mined")
+#: Sources that live above this layer (graph_planner.synth registers "synth"): name -> builder. A builder gets the
+#: data settings and returns None when its settings select nothing, else its records and rejected rows.
+SourceBuilder = Callable[[DataConfig, "ProgressCallback | None"], "tuple[list[TaskRecord], list[RejectedRow]] | None"]
+SOURCE_BUILDERS: dict[str, SourceBuilder] = {}
+
+
+def register_source(name: str, builder: SourceBuilder) -> None:
+    """Let ``prepare_datasets`` run ``builder`` (idempotent; the importing package calls it at import)."""
+    SOURCE_BUILDERS[name] = builder
 
 
 class PrepareError(ValueError):
@@ -121,6 +130,10 @@ def prepare_datasets(
     if data.custom_path:
         result = _prepare_custom(data, progress)
         summary.sources["custom"] = _write_source(out, "custom", result, repos_dir)
+    for name, builder in sorted(SOURCE_BUILDERS.items()):
+        built = builder(data, progress)
+        if built is not None:
+            summary.sources[name] = write_source(out, name, *built)
     present = [out / name for name in SOURCE_DIRS if (out / name / MANIFEST_NAME).is_file()]
     if present:
         summary.manifest = merge_manifests(out, present).relative_to(out).as_posix()
@@ -286,6 +299,16 @@ def _write_source(out: Path, source: str, result: _SourceResult, repos_dir: Path
         )
     write_json(source_dir / "summary.json", summary.model_dump(mode="json"))
     return summary
+
+
+def write_source(out: str | Path, source: str, records: Iterable[TaskRecord],
+                 rejected: Iterable[RejectedRow] = ()) -> SourceSummary:
+    """Write one source's prepared dir from ready records (split JSONL, instances/, rejected.jsonl, manifests,
+    repos/ copied from each record's absolute ``repo_path``): the layout of every other source."""
+    result = _SourceResult(rejected=list(rejected))
+    for index, record in enumerate(records):
+        result.add(record, index)
+    return _write_source(Path(out), source, result, None)
 
 
 def _sync_instances(directory: Path, groups: Iterable[list[TaskRecord]]) -> None:

@@ -9,7 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-TaskSource = Literal["r2e_gym", "swebench", "custom"]
+#: synth: bugs injected into a repository (graph_planner.synth); mined: fix commits of its history.
+TaskSource = Literal["r2e_gym", "swebench", "custom", "synth", "mined"]
 #: Fields the agent never sees (grading only).
 HIDDEN_FIELDS = ("test_cmd", "fail_to_pass", "pass_to_pass", "expected_output", "gold_patch", "test_patch",
                  "hidden_tests", "log_parser")

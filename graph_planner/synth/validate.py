@@ -1,0 +1,190 @@
+"""Validate candidate bugs by running the repository's tests in the project's sandboxes.
+
+The clean tree is run twice, once per repository (flaky or failing tests stop the job: no task could be trusted),
+and reused for every candidate. Each worker thread owns one started sandbox of the clean tree: a candidate is
+written in, run (twice when the first run flips anything), and the tree restored, so a candidate costs test runs
+only, never a sandbox start.
+"""
+
+from __future__ import annotations
+
+import queue
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from graph_planner.config.schema import SandboxConfig
+from graph_planner.data.record import TaskRecord
+from graph_planner.episode.results import TestReport
+from graph_planner.sandbox.local import LocalSandbox
+from graph_planner.synth.modifiers import Mutation
+
+PASSING = ("PASSED", "XFAIL")
+FAILING = ("FAILED", "ERROR")
+
+
+class SynthInputError(ValueError):
+    """The repository cannot give tasks (no tests, failing or flaky tests, ...): one line for the user."""
+
+
+@dataclass
+class Baseline:
+    passing: list[str]  # test ids that passed on both clean runs
+    seconds: float  # the two clean runs together
+    run_seconds: float  # one clean run (sets the candidate timeout)
+
+
+@dataclass
+class Verdict:
+    """One candidate after validation: ``reason`` is None for a task."""
+
+    mutation: Mutation
+    reason: str | None = None
+    fail_to_pass: list[str] = field(default_factory=list)
+    pass_to_pass: list[str] = field(default_factory=list)
+    symptoms: dict[str, str] = field(default_factory=dict)  # failing test -> its message
+    seconds: float = 0.0
+    runs: int = 0
+
+
+def clean_task(source: Path, repo_name: str) -> TaskRecord:
+    """A task record of the unmodified tree: what the sandboxes start from."""
+    return TaskRecord(task_id=f"synth-base__{repo_name}", source="custom", split="base", repo=repo_name,
+                      problem_statement="(clean tree of a synthesis run)", repo_path=str(source.resolve()),
+                      env={"COLUMNS": "400"})  # pytest's short summary cuts messages at the terminal width
+
+
+def baseline(sandbox: LocalSandbox) -> Baseline:
+    """Run the clean tree twice; SynthInputError when there is nothing to build on."""
+    start = time.monotonic()
+    first = sandbox.run_tests()
+    second = sandbox.run_tests()
+    seconds = time.monotonic() - start
+    where = sandbox.task.repo_path
+    for report in (first, second):
+        if report.timed_out:
+            raise SynthInputError(f"{where}: the test suite timed out on the clean tree")
+    common = set(first.statuses) & set(second.statuses)
+    if not common:
+        detail = f" ({first.error})" if first.error else ""
+        raise SynthInputError(f"{where}: no pytest test ran on the clean tree{detail}; synthesis needs a repository "
+                              "with a passing pytest suite")
+    flaky = sorted(t for t in common if first.statuses[t] != second.statuses[t])
+    if flaky:
+        raise SynthInputError(f"{where}: flaky tests (different results on two runs of the clean tree): "
+                              f"{', '.join(flaky[:5])}{' ...' if len(flaky) > 5 else ''}")
+    failing = sorted(t for t in common if first.statuses[t] in FAILING)
+    if failing:
+        raise SynthInputError(f"{where}: tests fail on the clean tree, fix them first: "
+                              f"{', '.join(failing[:5])}{' ...' if len(failing) > 5 else ''}")
+    passing = sorted(t for t in common if first.statuses[t] in PASSING)
+    if not passing:
+        raise SynthInputError(f"{where}: no test passes on the clean tree (all skipped?)")
+    return Baseline(passing, seconds, max(first.seconds, second.seconds))
+
+
+_SUMMARY = re.compile(r"^(FAILED|ERROR) (\S+?)(?: - (.*))?$", re.MULTILINE)
+
+
+def symptoms_of(report: TestReport, tests: Sequence[str]) -> dict[str, str]:
+    """Failing test -> the message pytest's short summary gives it (assertion or exception text)."""
+    messages = {m.group(2): (m.group(3) or "").strip() for m in _SUMMARY.finditer(report.log_tail)}
+    return {t: messages.get(t, report.statuses.get(t, "FAILED")) for t in tests}
+
+
+def judge(mutation: Mutation, base: Baseline, runs: list[TestReport]) -> Verdict:
+    """Turn the mutated runs into a task (F2P / P2P) or a reason to discard."""
+    verdict = Verdict(mutation, runs=len(runs), seconds=sum(r.seconds for r in runs))
+    first = runs[0]
+    if any(r.timed_out for r in runs):
+        verdict.reason = "timeout"
+        return verdict
+    seen = [t for t in base.passing if t in first.statuses]
+    if not seen:
+        verdict.reason = "breaks collection of the whole suite"
+        return verdict
+    if len(seen) < len(base.passing):
+        verdict.reason = "some tests are no longer collected"
+        return verdict
+    flipped = [t for t in base.passing if first.statuses[t] in FAILING]
+    if not flipped:
+        verdict.reason = "fails no test"
+        return verdict
+    if first.error and "timed out" in first.error:
+        verdict.reason = "timeout"
+        return verdict
+    for other in runs[1:]:
+        if any(first.statuses.get(t) != other.statuses.get(t) for t in base.passing):
+            verdict.reason = "flaky: the two runs of the mutated tree differ"
+            return verdict
+    verdict.fail_to_pass = flipped
+    verdict.pass_to_pass = [t for t in base.passing if first.statuses[t] in PASSING]
+    if len(verdict.fail_to_pass) + len(verdict.pass_to_pass) != len(base.passing):
+        verdict.reason = "some tests end neither passed nor failed (skipped by the mutation)"
+        return verdict
+    verdict.symptoms = symptoms_of(first, flipped)
+    return verdict
+
+
+def candidate_settings(settings: SandboxConfig, base: Baseline) -> SandboxConfig:
+    """A mutated tree may loop forever: allow a few times the clean run, never more than the configured limit."""
+    limit = min(settings.test_timeout, max(10.0, 5 * base.run_seconds + 5))
+    return settings.model_copy(update={"test_timeout": limit})
+
+
+@contextmanager
+def sandbox_pool(task: TaskRecord, settings: SandboxConfig, size: int, run_id: str) -> Iterator[queue.Queue]:
+    """``size`` started sandboxes of the clean tree, handed out through a queue; all closed on exit."""
+    pool: queue.Queue[tuple[LocalSandbox, str]] = queue.Queue()
+    with ExitStack() as stack, ThreadPoolExecutor(size) as starter:
+        boxes = [LocalSandbox(task, settings, None, run_id) for _ in range(size)]
+        for box in boxes:
+            stack.callback(box.close)
+        for box, snap in zip(boxes, starter.map(_start, boxes), strict=True):
+            pool.put((box, snap))
+        yield pool
+
+
+def _start(box: LocalSandbox) -> str:
+    box.start()
+    return box.snapshot()
+
+
+def validate_candidates(task: TaskRecord, settings: SandboxConfig, base: Baseline, candidates: Sequence[Mutation],
+                        workers: int, enough: Callable[[list[Verdict | None]], bool] | None = None,
+                        on_done: Callable[[Verdict], None] | None = None) -> list[Verdict | None]:
+    """Verdicts in candidate order. Candidates are submitted in windows of a few per worker, in order, and the
+    job stops after the window in which ``enough(verdicts so far)`` became true: which candidates were judged
+    depends only on the candidates and their results, never on thread timing."""
+    settings = candidate_settings(settings, base)
+    verdicts: list[Verdict | None] = [None] * len(candidates)
+    run_id = f"synth-{uuid.uuid4().hex[:8]}"
+
+    def one(mutation: Mutation) -> Verdict:
+        box, snap = pool.get()
+        try:
+            box.write_file(mutation.path, mutation.mutated.decode("utf-8"))
+            runs = [box.run_tests()]
+            if any(runs[0].statuses.get(t) in FAILING for t in base.passing) and not runs[0].timed_out:
+                runs.append(box.run_tests())
+            return judge(mutation, base, runs)
+        finally:
+            box.restore(snap)
+            pool.put((box, snap))
+
+    window = max(1, workers) * 4
+    with sandbox_pool(task, settings, max(1, workers), run_id) as pool, ThreadPoolExecutor(max(1, workers)) as ex:
+        for lo in range(0, len(candidates), window):
+            batch = list(range(lo, min(lo + window, len(candidates))))
+            for i, verdict in zip(batch, ex.map(lambda i: one(candidates[i]), batch), strict=True):
+                verdicts[i] = verdict
+                if on_done is not None:
+                    on_done(verdict)
+            if enough is not None and enough(verdicts):
+                break
+    return verdicts
