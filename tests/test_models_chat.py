@@ -170,3 +170,69 @@ def test_gp_serve_is_registered_with_its_options():
     result = CliRunner().invoke(app, ["serve", "--help"])
     assert result.exit_code == 0
     assert all(flag in result.output for flag in ("--model", "--host", "--port"))
+
+
+# --- gp serve through the official openai client (what users and rLLM's OpenAIEngine call it with) ----------------
+
+HELLO = [{"role": "user", "content": "hello"}]
+
+
+@pytest.fixture(scope="module")
+def openai_client(server):
+    openai = pytest.importorskip("openai")  # a dev dependency (pyproject.toml [dev], locked)
+    client = openai.OpenAI(base_url=f"{server}/v1", api_key="unused", max_retries=0)
+    yield client
+    client.close()
+
+
+def test_official_openai_client_chat_models_and_a_wrong_model(openai_client):
+    import openai
+
+    answer = openai_client.chat.completions.create(model="toy", messages=HELLO, max_tokens=6, temperature=0)
+    assert answer.object == "chat.completion" and answer.choices[0].message.role == "assistant"
+    assert 0 < answer.usage.completion_tokens <= 6 and answer.choices[0].finish_reason in ("stop", "length")
+    assert [m.id for m in openai_client.models.list()] == ["toy"]
+    with pytest.raises(openai.NotFoundError, match="not served here"):
+        openai_client.chat.completions.create(model="gpt-9", messages=HELLO)
+
+
+def test_stream_true_is_answered_with_server_sent_events(openai_client):
+    """stream=True gave the client zero chunks and no error; now the chunks carry the same answer."""
+    whole = openai_client.chat.completions.create(model="toy", messages=HELLO, max_tokens=8, temperature=0)
+    chunks = list(openai_client.chat.completions.create(model="toy", messages=HELLO, max_tokens=8, temperature=0,
+                                                        stream=True, stream_options={"include_usage": True}))
+    assert len(chunks) >= 3 and all(c.object == "chat.completion.chunk" for c in chunks)
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    assert deltas[0].role == "assistant"
+    assert "".join(d.content or "" for d in deltas) == (whole.choices[0].message.content or "")
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == whole.choices[0].finish_reason
+    assert chunks[-1].usage.completion_tokens == whole.usage.completion_tokens  # include_usage: the last chunk
+
+
+@pytest.mark.parametrize(("fields", "param"), [({"n": 2}, "n"), ({"logprobs": True}, "logprobs"),
+                                               ({"extra_body": {"best_of": 3}}, "best_of"),
+                                               ({"temperature": -1}, "temperature")])
+def test_fields_the_server_cannot_honour_are_a_400_naming_the_field(openai_client, fields, param):
+    import openai
+
+    with pytest.raises(openai.BadRequestError) as exc:
+        openai_client.chat.completions.create(model="toy", messages=HELLO, max_tokens=2, **fields)
+    assert exc.value.status_code == 400 and exc.value.body["param"] == param
+    assert param in exc.value.body["message"]
+
+
+def test_completions_endpoint_answers_a_templated_prompt_as_vllm_does(openai_client, toy_chat):
+    """rLLM's OpenAIEngine with a tokenizer templates the chat itself and calls /v1/completions (404 before)."""
+    prompt = toy_chat.tokenizer.apply_chat_template(HELLO, add_generation_prompt=True, tokenize=False)
+    via_chat = openai_client.chat.completions.create(model="toy", messages=HELLO, max_tokens=8, temperature=0)
+    done = openai_client.completions.create(model="toy", prompt=prompt, max_tokens=8, temperature=0,
+                                            extra_body={"add_special_tokens": False})
+    assert done.object == "text_completion" and done.usage.prompt_tokens == via_chat.usage.prompt_tokens
+    assert done.choices[0].text.strip() == (via_chat.choices[0].message.content or "").strip()
+    ids = toy_chat.encode_chat(HELLO)
+    by_ids = openai_client.completions.create(model="toy", prompt=ids, max_tokens=8, temperature=0)
+    assert by_ids.choices[0].text == done.choices[0].text and by_ids.usage.prompt_tokens == len(ids)
+    streamed = list(openai_client.completions.create(model="toy", prompt=ids, max_tokens=8, temperature=0,
+                                                     stream=True))
+    assert "".join(c.choices[0].text for c in streamed) == done.choices[0].text
+    assert streamed[-1].choices[0].finish_reason == done.choices[0].finish_reason

@@ -201,6 +201,11 @@ def _all_gpus(cap: str) -> dict[int, str]:
     return {i: cap for i in range(torch.cuda.device_count())}
 
 
+def finish_reason(response_ids: list[int], eos: int | None, max_new_tokens: int) -> str:
+    """OpenAI's finish_reason of a local generation: "length" when it used the whole token budget without EOS."""
+    return "stop" if (response_ids and response_ids[-1] == eos) or len(response_ids) < max_new_tokens else "length"
+
+
 class HFChatModel:
     """A local transformers causal LM driven through its chat template.
 
@@ -280,9 +285,7 @@ class HFChatModel:
         response_ids, logprobs = self.generate_ids(prompt_ids, sampling)
         text = self.tokenizer.decode(response_ids, skip_special_tokens=True)
         text, tool_calls = extract_tool_calls(text)
-        eos = self.tokenizer.eos_token_id
-        finish = "stop" if (response_ids and response_ids[-1] == eos) or len(response_ids) < sampling.max_new_tokens \
-            else "length"
+        finish = finish_reason(response_ids, self.tokenizer.eos_token_id, sampling.max_new_tokens)
         return ChatResponse(
             text=text, tool_calls=tool_calls, finish_reason=finish, prompt_tokens=len(prompt_ids),
             completion_tokens=len(response_ids), prompt_token_ids=prompt_ids, response_token_ids=response_ids,

@@ -1,64 +1,71 @@
 """`gp serve`: a small HTTP server over a local HF checkpoint with the two endpoints the pipeline calls,
-`/v1/chat/completions` (OpenAI shape, usage included) and the CGM `/generate`, so the HTTP clients are tested for
-real on loopback and users can debug a planner or synthesiser without vLLM."""
+`/v1/chat/completions` (OpenAI shape, usage included, ``stream`` as server-sent events), `/v1/completions` (as
+vLLM answers it: rLLM's OpenAI engine sends its own templated prompt there) and the CGM `/generate`, so the HTTP
+clients are tested for real on loopback and users can debug a planner or synthesiser without vLLM."""
 
 from __future__ import annotations
 
 import threading
-import time
-import uuid
 from typing import Annotated, Any
 
 import typer
-from pydantic import BaseModel, ConfigDict, Field
 
 from graph_planner.config.schema import CGMGenerationConfig, SamplingConfig
 from graph_planner.episode.patch import RepairRequest
-from graph_planner.models.chat import HFChatModel
+from graph_planner.models.chat import HFChatModel, finish_reason
+from graph_planner.models.openai_protocol import (
+    ChatCompletionRequest,
+    CompletionRequest,
+    UnsupportedField,
+    chat_completion,
+    chat_stream,
+    completion_stream,
+    error_body,
+    text_completion,
+)
 from graph_planner.models.synthesizers import proposal_from_text, synthesis_messages
 
 
-class ChatCompletionRequest(BaseModel):
-    """The OpenAI request fields this server honours (others, e.g. `logprobs`, are accepted and ignored)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    model: str | None = None
-    messages: list[dict[str, Any]] = Field(min_length=1)
-    tools: list[dict[str, Any]] | None = None
-    temperature: float | None = Field(None, ge=0)
-    top_p: float | None = Field(None, gt=0, le=1)
-    top_k: int | None = Field(None, ge=-1)
-    max_tokens: int | None = Field(None, ge=1)
-    stop: list[str] | str | None = None
-    repetition_penalty: float | None = Field(None, gt=0)
-    n: int = Field(1, ge=1, le=1, description="One choice per request.")
-
-
-def _sampling(base: SamplingConfig, req: ChatCompletionRequest) -> SamplingConfig:
-    update: dict[str, Any] = {}
-    if req.temperature is not None:
-        update["temperature"], update["do_sample"] = req.temperature, req.temperature > 0
-    if req.top_p is not None:
-        update["top_p"] = req.top_p
-    if req.top_k is not None:
-        update["top_k"] = max(0, req.top_k)
-    if req.max_tokens is not None:
-        update["max_new_tokens"] = req.max_tokens
-    if req.stop is not None:
-        update["stop"] = [req.stop] if isinstance(req.stop, str) else list(req.stop)
-    if req.repetition_penalty is not None:
-        update["repetition_penalty"] = req.repetition_penalty
-    return base.model_copy(update=update)
-
-
 def create_app(chat: HFChatModel, model_name: str, generation: CGMGenerationConfig | None = None) -> Any:
-    """The FastAPI app; generation is serialised with a lock (one model, one request at a time)."""
-    from fastapi import FastAPI, HTTPException
+    """The FastAPI app; generation is serialised with a lock (one model, one request at a time). The OpenAI routes
+    answer errors in OpenAI's shape (``{"error": {"message", "param", ...}}``, 400 for a bad or unsupported
+    field) so the official client raises them with the message."""
+    from fastapi import FastAPI, HTTPException, Request
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse, StreamingResponse
 
     app = FastAPI(title="graph-planner serve", version="1")
     lock = threading.Lock()
     default_generation = generation or CGMGenerationConfig()
+    tokenizer = chat.tokenizer
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        loc = [str(part) for part in first.get("loc", ()) if part != "body"]
+        field = ".".join(loc) or None
+        message = f"{field}: {first.get('msg', 'invalid request')}" if field else str(first.get("msg", exc))
+        if not request.url.path.startswith("/v1/"):
+            return JSONResponse(status_code=422, content={"detail": exc.errors()})
+        return JSONResponse(status_code=400, content=error_body(message, field, code=400))
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        if not request.url.path.startswith("/v1/"):
+            return JSONResponse(status_code=exc.status_code, content={"detail": exc.detail})
+        kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
+        return JSONResponse(status_code=exc.status_code, content=error_body(str(exc.detail), kind=kind,
+                                                                            code=exc.status_code))
+
+    def checked(req: Any) -> SamplingConfig:
+        if req.model and req.model != model_name:
+            raise HTTPException(404, f"model {req.model!r} is not served here; this server serves {model_name!r}")
+        req.check_supported()  # UnsupportedField -> 400 naming the field (below)
+        return req.sampling(chat.sampling)
+
+    @app.exception_handler(UnsupportedField)
+    async def unsupported(request: Request, exc: UnsupportedField) -> JSONResponse:
+        return JSONResponse(status_code=400, content=error_body(str(exc), exc.param, code=400))
 
     @app.get("/health")
     def health() -> dict[str, Any]:
@@ -69,22 +76,43 @@ def create_app(chat: HFChatModel, model_name: str, generation: CGMGenerationConf
         return {"object": "list", "data": [{"id": model_name, "object": "model", "owned_by": "graph-planner"}]}
 
     @app.post("/v1/chat/completions")
-    def chat_completions(req: ChatCompletionRequest) -> dict[str, Any]:
-        if req.model and req.model != model_name:
-            raise HTTPException(404, f"model {req.model!r} is not served here; this server serves {model_name!r}")
+    def chat_completions(req: ChatCompletionRequest) -> Any:
+        sampling = checked(req)
+        tools = None if req.tool_choice == "none" else req.tools
         with lock:
-            response = chat.chat(req.messages, tools=req.tools, sampling=_sampling(chat.sampling, req))
+            if req.seed is not None:
+                chat._torch.manual_seed(req.seed)
+            response = chat.chat(req.messages, tools=tools, sampling=sampling)
         message: dict[str, Any] = {"role": "assistant", "content": response.text or None}
         if response.tool_calls:
             message["tool_calls"] = response.tool_calls
         finish = "tool_calls" if response.tool_calls else response.finish_reason
-        return {
-            "id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion", "created": int(time.time()),
-            "model": model_name,
-            "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-            "usage": {"prompt_tokens": response.prompt_tokens, "completion_tokens": response.completion_tokens,
-                      "total_tokens": response.prompt_tokens + response.completion_tokens},
-        }
+        answer = chat_completion(model_name, message, finish, response.prompt_tokens, response.completion_tokens)
+        if req.stream:
+            return StreamingResponse(chat_stream(answer, req.include_usage), media_type="text/event-stream")
+        return answer
+
+    @app.post("/v1/completions")
+    def completions(req: CompletionRequest) -> Any:
+        sampling = checked(req)
+        choices, prompt_tokens, completion_tokens = [], 0, 0
+        with lock:
+            if req.seed is not None:
+                chat._torch.manual_seed(req.seed)
+            for index, prompt in enumerate(req.prompts()):
+                ids = (tokenizer.encode(prompt, add_special_tokens=req.add_special_tokens)
+                       if isinstance(prompt, str) else list(prompt))
+                response_ids, _ = chat.generate_ids(ids, sampling)
+                choices.append({"index": index, "text": tokenizer.decode(response_ids, skip_special_tokens=True),
+                                "logprobs": None, "stop_reason": None,
+                                "finish_reason": finish_reason(response_ids, tokenizer.eos_token_id,
+                                                         sampling.max_new_tokens)})
+                prompt_tokens += len(ids)
+                completion_tokens += len(response_ids)
+        answer = text_completion(model_name, choices, prompt_tokens, completion_tokens)
+        if req.stream:
+            return StreamingResponse(completion_stream(answer, req.include_usage), media_type="text/event-stream")
+        return answer
 
     @app.post("/generate")
     def generate(body: dict[str, Any]) -> dict[str, Any]:
@@ -121,7 +149,8 @@ def serve_cmd(
     gpus: Annotated[str | None, typer.Option(
         "--gpus", help="Pin the model to these GPUs, e.g. 4,5,6,7 (a preset's backends.device_map_cgm).")] = None,
 ) -> None:
-    """Serve a local checkpoint as /v1/chat/completions and the CGM /generate endpoint (debugging without vLLM)."""
+    """Serve a local checkpoint as /v1/chat/completions, /v1/completions and the CGM /generate endpoint (debugging
+    without vLLM)."""
     import uvicorn
 
     from graph_planner.models.toy import resolve_model_path
@@ -133,5 +162,6 @@ def serve_cmd(
         raise typer.BadParameter(f"--gpus {gpus!r}: expected GPU indices like 4,5,6,7") from None
     chat = HFChatModel(path, dtype=dtype, device_map=device_map)
     name = served_model_name or model
-    typer.echo(f"serving {path} as {name!r} on http://{host}:{port} (/v1/chat/completions, /generate)", err=True)
+    typer.echo(f"serving {path} as {name!r} on http://{host}:{port} (/v1/chat/completions, /v1/completions, "
+               "/generate)", err=True)
     uvicorn.run(create_app(chat, name), host=host, port=port, log_level="info")
