@@ -1,0 +1,149 @@
+"""The grading checks of issue 23 as pure functions (canary.py, integrity.py, recorder.py, graded_command.py), and
+their wiring through the local sandbox: canaries in the graded modules, the recorder outside the repository,
+everything gone after the run. The forgeries they catch are in tests/adversarial/test_forgery.py."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+from graph_planner.data.record import TaskRecord
+from graph_planner.grading.canary import check_canaries, plan_canaries, scrub, selection_additions, usable_for
+from graph_planner.grading.graded_command import build_script, parse_output
+from graph_planner.grading.integrity import check_integrity, single_pytest_command
+from graph_planner.grading.parse import parse_test_log
+from graph_planner.grading.recorder import RunRecord, compare_with_log, parse_record, plugin_name, plugin_source
+
+
+def _task(**update: object) -> TaskRecord:
+    data: dict[str, object] = {
+        "task_id": "t-1", "source": "swebench", "split": "test", "repo": "a/b", "problem_statement": "p",
+        "test_cmd": "python -m pytest -rA", "test_files": ["tests/test_ops.py", "tests/test_wrap.py"],
+        "fail_to_pass": ["tests/test_wrap.py::test_wrap_splits_long_words"],
+        "pass_to_pass": ["tests/test_ops.py::test_sub_handles_zero"]}
+    data.update(update)
+    return TaskRecord.model_validate(data)
+
+
+def test_canaries_sit_in_the_fail_to_pass_module_first_with_fresh_names_and_valid_code():
+    task = _task()
+    first, second = plan_canaries(task, task.test_files), plan_canaries(task, task.test_files)
+    assert [c.module for c in first.canaries][:4] == ["tests/test_wrap.py"] * 4
+    assert {(c.role, c.style) for c in first.canaries if c.module == "tests/test_wrap.py"} == {
+        ("must-fail", "function"), ("must-pass", "function"), ("must-fail", "unittest"), ("must-pass", "unittest")}
+    assert [(c.module, c.style) for c in first.canaries][4:] == [("tests/test_ops.py", "function")] * 2
+    assert first.names.isdisjoint(second.names)  # drawn fresh for every run
+    for plan in (first, second):
+        for source in plan.sources.values():
+            ast.parse("import os\n" + source)
+        assert all(c.name.startswith("test_") and len(c.name.split("_")) >= 3 for c in plan.canaries)
+    # no fixed prefix past pytest's own `test_`: across 20 runs the first word varies
+    firsts = {c.name.split("_")[1] for _ in range(20) for c in plan_canaries(task, task.test_files).canaries}
+    assert len(firsts) > 10
+
+
+def test_canaries_only_where_a_pytest_run_goes_past_failures():
+    assert usable_for(_task()) is None
+    assert "stops" in usable_for(_task(test_cmd="python -m pytest -rA -x"))
+    assert "stops" in usable_for(_task(test_cmd="pytest -rA --maxfail=1"))
+    assert "not pytest" in usable_for(_task(test_cmd="./runtests.py", log_parser="django"))
+
+
+def test_selected_ids_get_the_canary_ids_added_modules_do_not():
+    task = _task()
+    plan = plan_canaries(task, ["tests/test_wrap.py::test_wrap_splits_long_words"])
+    assert set(selection_additions(plan, ["tests/test_wrap.py::test_wrap_splits_long_words"])) == plan.ids()
+    assert selection_additions(plan, ["tests/test_wrap.py", "tests/test_ops.py"]) == []
+    assert selection_additions(plan, []) == []
+
+
+def _statuses(plan, fail: str = "FAILED", extra: dict[str, str] | None = None) -> dict[str, str]:
+    out = {c.test_id: (fail if c.role == "must-fail" else "PASSED") for c in plan.canaries}
+    return {**out, **(extra or {})}
+
+
+def test_canary_check_roles_missing_and_excuses():
+    task = _task()
+    plan = plan_canaries(task, task.test_files)
+    record = RunRecord(exitstatus=1)
+    assert check_canaries(plan, _statuses(plan), record, True, True).tampered == []
+    forced = check_canaries(plan, _statuses(plan, fail="PASSED"), record, True, True).tampered
+    assert len(forced) == 3 and all("must-fail" in e and "::" not in e for e in forced)
+    assert len(check_canaries(plan, {}, record, True, True).tampered) == 6  # missing from a finished run
+    assert check_canaries(plan, {}, record, True, False).lost  # the log was cut: not trusted, not tampered
+    broken = RunRecord(exitstatus=2, collect_errors=["tests/test_wrap.py", "tests/test_ops.py"])
+    assert check_canaries(plan, {}, broken, True, True).tampered == []
+
+
+def test_scrub_removes_canary_lines_statuses_and_counts():
+    task = _task()
+    plan = plan_canaries(task, task.test_files)
+    statuses = _statuses(plan, extra={"tests/test_wrap.py::test_wrap_splits_long_words": "PASSED"})
+    lines = [f"{s} {t}" + (" - x" if s == "FAILED" else "") for t, s in statuses.items()]
+    log = "\n".join(["collected 7 items", *lines, "========== 3 failed, 4 passed in 0.21s =========="]) + "\n"
+    text, left = scrub(plan, log, statuses)
+    assert left == {"tests/test_wrap.py::test_wrap_splits_long_words": "PASSED"}
+    assert not any(name in text for name in plan.names)
+    assert text.splitlines()[-1] == "========== 1 passed in 0.21s =========="
+
+
+def test_integrity_flags_self_contradicting_logs():
+    summary = "===== 1 failed, 1 passed in 0.1s =====\n"
+    honest = "PASSED t.py::a\nFAILED t.py::b - boom\n" + summary
+    assert check_integrity(honest, 1, RunRecord(exitstatus=1), True, {}) == []
+    assert "several statuses" in check_integrity(honest + "FAILED t.py::a\n", 1, None, True, {})[0]
+    assert "after pytest's final summary" in check_integrity(honest + "PASSED t.py::c\n", 1, None, True, {})[0]
+    assert "exited 0" in check_integrity(honest, 0, None, True, {})[0]
+    assert "exit status 1" in check_integrity(honest, 3, RunRecord(exitstatus=1), True, {})[0]
+    teardown = "PASSED t.py::a\nERROR t.py::a - teardown\n" + summary
+    assert check_integrity(teardown, 1, RunRecord(reports={"t.py::a": {"teardown": "failed"}}, exitstatus=1),
+                           True, {}) == []
+    assert check_integrity(teardown, 1, RunRecord(exitstatus=1), True, {})
+
+
+def test_single_pytest_command():
+    assert single_pytest_command("python -m pytest -rA")
+    assert single_pytest_command("pytest -rA tests")
+    assert not single_pytest_command("python -m pytest -rA; echo done")
+    assert not single_pytest_command("./run_tests.sh")
+
+
+def test_the_record_witnesses_passes():
+    record = parse_record('{"reports": {"t.py::a[x - y]": {"setup": "passed", "call": "passed"}, '
+                          '"t.py::b": {"setup": "passed", "call": "failed"}}, "exitstatus": 1}')
+    assert record is not None and record.finished
+    assert compare_with_log({"t.py::a[x": "PASSED"}, record, {}) == []  # a parser that cut the id short
+    assert compare_with_log({"t.py::b": "PASSED", "t.py::c": "PASSED"}, record, {}) and \
+        len(compare_with_log({"t.py::b": "PASSED", "t.py::c": "PASSED"}, record, {})) == 2
+    assert parse_record("") is None and parse_record("not json") is None
+    assert plugin_name() != plugin_name() and plugin_name().isalpha()
+
+
+def test_the_graded_script_streams_the_output_and_loads_the_recorder_from_its_own_dir(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "tests" / "test_x.py").write_text("def test_real():\n    pass")  # no trailing newline
+    task = _task(test_files=["tests/test_x.py"], fail_to_pass=["tests/test_x.py::test_real"], pass_to_pass=[])
+    plan = plan_canaries(task, task.test_files)
+    workdir = str(tmp_path / f"g{uuid.uuid4().hex[:6]}")
+    name = plugin_name()
+    script = build_script(workdir, "python -m pytest -rA -p no:cacheprovider tests/test_x.py "
+                          "; printf 'tail-end'", "unset PYTEST_ADDOPTS;",
+                          (name, plugin_source(workdir + "/record")), {**plan.sources, "tests/missing.py": "x"})
+    run = subprocess.run(["bash", "-c", script.script], cwd=repo, capture_output=True, text=True, timeout=120,
+                         env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+                              "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    out = parse_output(run.stdout, script.token)
+    assert out is not None, run.stdout[-2000:] + run.stderr[-2000:]
+    assert out.skipped_modules == {"tests/missing.py"} and not out.truncated
+    assert out.output_bytes == len(out.log.encode()) and out.log.endswith("tail-end")
+    record = parse_record(out.record_text)
+    assert record is not None and record.exitstatus == 1  # the must-fail canaries failed, seen by the recorder
+    statuses = parse_test_log(out.log)
+    assert check_canaries(plan, statuses, record, True, True).tampered == []
+    assert statuses["tests/test_x.py::test_real"] == "PASSED" and len(statuses) == 5
+    assert not Path(workdir).exists()  # the script removes its dir
+    assert name not in (repo / "tests" / "test_x.py").read_text()
