@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from prefect import get_run_logger, task
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.transactions import get_transaction
 
@@ -19,6 +19,7 @@ from graph_planner.config.paths import RESOLVED_CONFIG, TRAINING_CURVES, run_pat
 from graph_planner.config.schema import RunConfig
 from graph_planner.eval.report import headline
 from graph_planner.eval.results import ResultsStore, TaskResult
+from graph_planner.telemetry.wandb_runs import WandbRunRecord, report_lines, wandb_runs
 from tasks.artifacts import ProgressArtifact, inline_plots, run_scope, table_rows
 from tasks.caching import InputFileContents, step_cache
 from tasks.config import load_resolved
@@ -69,7 +70,6 @@ def report_artifact_markdown(config: RunConfig, config_file: str, directory: Pat
     column), the plots inline, then report.md's tables. ``model`` is the checkpoint this run trained (the
     pipeline's): only then are there training details and curves to show; a plain eval trained nothing."""
     summary = json.loads((directory / "report.json").read_text(encoding="utf-8"))
-    tracking = summary.get("tracking") or {}
     head = headline(summary)
     lines = [f"# {config.run_name}", "", head, "",
              f"- model: `{model or config.paths.planner_model}`",
@@ -77,9 +77,7 @@ def report_artifact_markdown(config: RunConfig, config_file: str, directory: Pat
              *([f"- training: {config.training.backend} backend, {config.training.total_steps} steps"]
                if model else []),
              f"- sandbox: {config.backends.sandbox_override or config.backends.sandbox}",
-             *([f"- W&B run: {tracking['wandb']}"] if "wandb" in tracking else []),
-             *([f"- W&B offline run (`wandb sync` it): `{tracking['wandb_offline_dir']}`"]
-               if "wandb_offline_dir" in tracking else []),
+             *report_lines(wandb_runs_of(config, directory, model)),
              f"- report files: `{directory}` (report.md, report.json, predictions.jsonl, results.jsonl)",
              f"- resolved config: `{config_file}`", ""]
     lines += inline_plots({**({"Training curves": curves} if curves else {}),
@@ -91,6 +89,22 @@ def report_artifact_markdown(config: RunConfig, config_file: str, directory: Pat
     lines += ["## Report", ""] + [line for line in report_md.splitlines()[1:]
                                   if line != head and not line.startswith("![")]
     return "\n".join(lines)
+
+
+def wandb_runs_of(config: RunConfig, directory: Path, model: str | None) -> list[WandbRunRecord]:
+    """Every W&B run of the run that made this eval (its training too) and of the run that trained ``model``."""
+    default = run_paths(config).run_dir
+    run_dirs = [producing_run_dir(directory, default), *([producing_run_dir(Path(model), default)] if model else [])]
+    return wandb_runs(*run_dirs)
+
+
+def link_wandb_runs(scope: str, records: list[WandbRunRecord]) -> None:
+    """A link artifact per online W&B run, so the flow run's page links the W&B pages."""
+    for record in records:
+        if record.url and not record.offline:
+            create_link_artifact(link=record.url, link_text=f"W&B {record.job_type} run {record.name}",
+                                 key=f"{scope}-wandb-{record.job_type}-{record.run_id}".lower(),
+                                 description=f"W&B {record.job_type} run of {scope}")
 
 
 @task(name="publish-report", cache_policy=NO_CACHE)
@@ -107,6 +121,7 @@ def publish_report(config_file: str, eval_dir: str, model: str | None = None, le
     curves = producing_run_dir(Path(model), run_paths(config).run_dir) / TRAINING_CURVES if model else None
     report_md = (directory / "report.md").read_text(encoding="utf-8")
     markdown = report_artifact_markdown(config, config_file, directory, model, curves)
+    link_wandb_runs(scope, wandb_runs_of(config, directory, model))
     create_markdown_artifact(markdown=markdown, key=f"{scope}-report",
                              description=f"evaluation report of {config.run_name}")
     create_table_artifact(table=table_rows(rows, RESULT_COLUMNS), key=f"{scope}-eval-results",

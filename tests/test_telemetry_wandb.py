@@ -146,7 +146,7 @@ def test_wandb_runs_carry_tags_group_job_type_and_unique_names(tmp_path: Path) -
         tracker.log({"reward/mean": 1.0}, step=1)
         links = tracker.links()
         tracker.finish()
-        run = read_offline_run(Path(links["wandb_offline_dir"]).parent)
+        run = read_offline_run(Path(links["wandb_offline_dir"]))
         assert run.job_type == job_type
         assert run.group == "wb"  # the run name: a run's train and eval sit together
         assert f"config:{config.experiment.name}" in run.tags and "backend:local" in run.tags
@@ -163,7 +163,7 @@ def test_wandb_explicit_name_and_group_win(tmp_path: Path) -> None:
     tracker = make_tracker(config, job_type="eval")
     links = tracker.links()
     tracker.finish()
-    run = read_offline_run(Path(links["wandb_offline_dir"]).parent)
+    run = read_offline_run(Path(links["wandb_offline_dir"]))
     assert (run.name, run.group, run.job_type) == ("mine", "pipeline-7", "eval")
 
 
@@ -182,7 +182,7 @@ def test_wandb_holds_eval_table_plots_and_opt_in_checkpoint(tmp_path: Path) -> N
     tracker.log_artifact(model_dir, name="wb-model", kind="model")
     links = tracker.links()
     tracker.finish()
-    run_dir = Path(links["wandb_offline_dir"]).parent
+    run_dir = Path(links["wandb_offline_dir"])
     run = read_offline_run(run_dir)
     logged = {key for row in run.history for key in row}
     assert {"eval/tasks", "plots/outcomes"} <= logged and "plots/missing" not in logged
@@ -190,3 +190,62 @@ def test_wandb_holds_eval_table_plots_and_opt_in_checkpoint(tmp_path: Path) -> N
     assert table_row["eval/tasks"]["_type"] == "table-file" and table_row["eval/tasks"]["nrows"] == 2
     models = [a for a in run.artifacts if a["type"] == "model"]  # (W&B also stores the table as a run_table)
     assert [a["name"] for a in models] == ["wb-model"] and "config.json" in models[0]["files"]
+
+
+def test_train_and_eval_wandb_runs_sit_in_the_run_dir_and_the_report_names_both_syncable(tmp_path: Path) -> None:
+    """One place per run: the eval's W&B run goes to ``<run dir>/wandb/`` beside the training's (it went to
+    ``evals/<key>/eval/wandb``), and the report names both with a path ``wandb sync`` accepts as printed (it printed
+    ``.../files``, where wandb finds "No runs to sync")."""
+    import re
+    import subprocess
+    import sys
+
+    from graph_planner.config.loader import write_resolved_config
+    from graph_planner.config.paths import run_paths
+    from graph_planner.eval.report import write_report
+    from graph_planner.eval.results import TaskResult
+    from graph_planner.telemetry.wandb_runs import wandb_runs
+    from tasks.evaluation import report_artifact_markdown
+
+    config = _offline_config(tmp_path)
+    run_dir = run_paths(config).run_dir
+    config_file = write_resolved_config(config)
+    eval_dir = run_paths(config).evals / "0123abcd" / "eval"
+    write_report(eval_dir, [TaskResult(instance_id="t-1", resolved=True, category="resolved", steps=3)],
+                 total_tasks=1, run_name="wb")
+    for job_type, where in (("train", None), ("eval", eval_dir)):
+        tracker = make_tracker(config, where, job_type=job_type)
+        tracker.log({"reward/mean": 1.0}, step=1)
+        tracker.finish()
+
+    assert not (eval_dir / "wandb").exists()
+    assert len(list((run_dir / "wandb").glob("offline-run-*"))) == 2
+    records = wandb_runs(run_dir)
+    assert [(r.job_type, r.offline) for r in records] == [("train", True), ("eval", True)]
+
+    markdown = report_artifact_markdown(config, str(config_file), eval_dir, None, None)
+    synced = re.findall(r"^- W&B (train|eval) run \(offline\) wb-\1-\S+: `wandb sync (\S+)`$", markdown, re.M)
+    assert [job for job, _ in synced] == ["train", "eval"], markdown
+    wandb_cli = Path(sys.executable).parent / "wandb"
+    for _, path in synced:
+        assert Path(path).name.startswith("offline-run-") and read_offline_run(Path(path)).summary["reward/mean"] == 1
+        dry = subprocess.run([str(wandb_cli), "sync", "--dry-run", path], capture_output=True, text=True, timeout=120,
+                             check=False)
+        assert "Would sync 1 run(s)" in dry.stdout + dry.stderr, dry.stdout + dry.stderr
+
+
+def test_online_wandb_runs_get_a_link_artifact(prefect_harness: None) -> None:
+    """A made-up online record stands in for a W&B server (none is reachable here); offline runs get no link."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    from graph_planner.telemetry.wandb_runs import WandbRunRecord
+    from tasks.evaluation import link_wandb_runs
+
+    online = WandbRunRecord("train", "wb-train-1", "abc123", False, "https://wandb.ai/team/gp/runs/abc123", "/x/run-1")
+    offline = WandbRunRecord("eval", "wb-eval-1", "def456", True, None, "/x/offline-run-2")
+    link_wandb_runs("wb-links", [online, offline])
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(like_="wb-links-")))
+    assert [(a.key, a.type) for a in found] == [("wb-links-wandb-train-abc123", "markdown")], found  # Prefect's link
+    assert "https://wandb.ai/team/gp/runs/abc123" in str(found[0].data)

@@ -308,6 +308,8 @@ def run_tags(config: RunConfig) -> list[str]:
 
 def _build(name: str, config: RunConfig, run_dir: Path, config_dict: dict[str, Any], kwargs: dict[str, Any],
            job_type: str = "train") -> Tracker:
+    from graph_planner.config.paths import run_paths
+
     try:
         if name == "stdout":
             return StdoutTracker(**kwargs)
@@ -319,7 +321,10 @@ def _build(name: str, config: RunConfig, run_dir: Path, config_dict: dict[str, A
         if name == "wandb":
             from graph_planner.telemetry.wandb_tracker import WandbTracker
 
-            return WandbTracker(config.logging.wandb, run_dir, config_dict, default_name=config.run_name,
+            # the run's own dir, also for an eval writing its files in <run dir>/evals/<key>/eval: one place per run
+            root = run_paths(config).run_dir
+            wandb_dir = root if run_dir.resolve().is_relative_to(root.resolve()) else run_dir
+            return WandbTracker(config.logging.wandb, wandb_dir, config_dict, default_name=config.run_name,
                                 job_type=job_type, tags=run_tags(config), **kwargs)
     except TypeError as exc:
         raise TypeError(f"logging.tracker_kwargs.{name}: {exc}") from exc

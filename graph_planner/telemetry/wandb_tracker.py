@@ -1,4 +1,5 @@
-"""Weights & Biases tracker: online or offline (``logging.wandb.offline``), run files inside the run directory.
+"""Weights & Biases tracker: online or offline (``logging.wandb.offline``), run files in ``<run dir>/wandb/`` (an
+eval's too, not inside its eval dir), each run listed in ``<run dir>/wandb/runs.jsonl`` (see ``wandb_runs``).
 
 The API key comes from W&B's own ``WANDB_API_KEY`` (or its netrc login) or ``logging.wandb.api_key``; it is handed
 to wandb only through its settings and only for online runs, never written to the run config.
@@ -79,6 +80,13 @@ class WandbTracker:
             raise RuntimeError(f"wandb.init failed (project {cfg.project!r}, dir {self.run_dir}): {exc}.{hint}") from exc
         self._finished = False
         self.run_file = Path(self.run.settings.sync_file)
+        self.sync_dir = Path(self.run.settings.sync_dir).resolve()  # offline-run-*: what `wandb sync` takes
+        from graph_planner.telemetry.wandb_runs import WandbRunRecord, record_run
+
+        url = getattr(self.run, "url", None)
+        record_run(self.run_dir, WandbRunRecord(
+            job_type=job_type or "run", name=self.run.name or self.run.id, run_id=self.run.id, offline=cfg.offline,
+            url=None if cfg.offline else url, sync_dir=str(self.sync_dir)))
         log.info("W&B run %s (%s) in %s", self.run.id, "offline" if cfg.offline else "online", self.run.dir)
 
     def log(self, metrics: Mapping[str, float], step: int) -> None:
@@ -112,9 +120,10 @@ class WandbTracker:
         self.run.log_artifact(artifact)
 
     def links(self) -> dict[str, str]:
-        """Where to look at this run: its URL online, its local run dir offline (for `wandb sync`)."""
+        """Where to look at this run: its URL online, its local run dir offline (the one `wandb sync` takes; the
+        run's ``files/`` below it is not a run to wandb)."""
         url = getattr(self.run, "url", None)
-        return {"wandb": url} if url and not self.cfg.offline else {"wandb_offline_dir": str(self.run.dir)}
+        return {"wandb": url} if url and not self.cfg.offline else {"wandb_offline_dir": str(self.sync_dir)}
 
     def log_config(self, config: Mapping[str, Any]) -> None:
         self.run.config.update(dict(config), allow_val_change=True)
