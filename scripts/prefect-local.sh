@@ -3,15 +3,18 @@
 # (deployments/prefect.yaml) and a process worker; then print the UI URL and the commands that trigger runs.
 #
 #   scripts/prefect-local.sh start [--port 4200]   # idempotent: reuses a server/worker that is already up
-#   scripts/prefect-local.sh stop                  # stops what `start` started (recorded pids, the worker's flow
-#                                                  # runs too) and marks those runs Cancelled; a few seconds
+#   scripts/prefect-local.sh stop                  # cancels in-flight runs through the API (the worker ends their
+#                                                  # processes; state Cancelled, concurrency slot released), then
+#                                                  # stops what `start` started (recorded pids); seconds, at
+#                                                  # most ~45 s more for a run that does not end when asked
 #   scripts/prefect-local.sh status
 #
 # Run it from the project root (flow runs execute there). State under .cache/prefect-local/ (gitignored):
 #   server.pid / worker.pid, server.log / worker.log, home/ (the server's PREFECT_HOME: SQLite DB), port.
 # Flow runs store their cached results in .cache/prefect/storage, the same place `make demo` uses, so a
 # pipeline run from the UI reuses the steps the demo already computed.
-# Prefect's own settings apply as usual (e.g. PREFECT_WORKER_QUERY_SECONDS, the worker's poll interval).
+# The worker polls for runs every 2 s (PREFECT_WORKER_QUERY_SECONDS, Prefect's default 10 s), so a run triggered
+# from the UI or CLI starts within ~2 s; set the variable to change it. Prefect's other settings apply as usual.
 set -euo pipefail
 
 SCRIPT_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -71,21 +74,41 @@ stop_one() {  # the process group we started (and every process below it), then 
   echo "stopped $name (pid $pid${tree:+, and ${#tree[@]} process(es) below it})"
 }
 
-# Runs the worker was executing end with it: mark them Cancelled (forced, so the deployment's concurrency slot is
-# released; a run left "Running" would hold it and park the next run in AwaitingConcurrencySlot).
-cancel_inflight_runs() {
+# In-flight runs (Pending, Running, Cancelling) of the pool are cancelled the way the UI's "Cancel" does it: state
+# Cancelling, the worker ends the flow's processes and reports Cancelled, which releases the deployment's concurrency
+# slot. A run still not final after CANCEL_WAIT_S (no worker, or one that cannot end it) is set Cancelled by force,
+# so no run is left "Running" holding the slot and parking the next run in AwaitingConcurrencySlot. Runs that are
+# only scheduled (the nightly cron) are left alone.
+CANCEL_WAIT_S=45
+cancel_inflight_runs() {  # $1: "request" (ask the worker) or "force" (mark whatever is left)
   healthy || return 0
-  "$BIN/python" - "$PREFECT_API_URL" "$POOL" <<'PY'
-import sys, httpx
-api, pool = sys.argv[1], sys.argv[2]
+  "$BIN/python" - "$PREFECT_API_URL" "$POOL" "$1" "$CANCEL_WAIT_S" <<'PY'
+import sys, time, httpx
+api, pool, mode, wait_s = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
 query = {"work_pools": {"name": {"any_": [pool]}},
          "flow_runs": {"state": {"type": {"any_": ["RUNNING", "PENDING", "CANCELLING"]}}}}
-runs = httpx.post(f"{api}/flow_runs/filter", json=query, timeout=10).json()
+why = "stopped by scripts/prefect-local.sh stop"
+def inflight():
+    return httpx.post(f"{api}/flow_runs/filter", json=query, timeout=10).json()
+runs = inflight()
+if mode == "force":
+    for run in runs:
+        state = {"type": "CANCELLED", "name": "Cancelled", "message": f"{why}: its worker was gone before it ended"}
+        httpx.post(f"{api}/flow_runs/{run['id']}/set_state", json={"state": state, "force": True}, timeout=10)
+        print(f"marked flow run {run['name']} ({run['id']}) Cancelled")
+    sys.exit(0)
 for run in runs:
-    state = {"type": "CANCELLED", "name": "Cancelled",
-             "message": "stopped by scripts/prefect-local.sh stop: its worker and flow process were ended"}
-    httpx.post(f"{api}/flow_runs/{run['id']}/set_state", json={"state": state, "force": True}, timeout=10)
-    print(f"cancelled flow run {run['name']} ({run['id']})")
+    if run["state_type"] != "CANCELLING":
+        state = {"type": "CANCELLING", "name": "Cancelling", "message": why}
+        httpx.post(f"{api}/flow_runs/{run['id']}/set_state", json={"state": state}, timeout=10)
+    print(f"cancelling flow run {run['name']} ({run['id']})")
+deadline = time.monotonic() + wait_s
+while runs and time.monotonic() < deadline:
+    time.sleep(0.5)
+    left = {run["id"] for run in inflight()}
+    for run in [run for run in runs if run["id"] not in left]:
+        print(f"cancelled flow run {run['name']} ({run['id']})")
+    runs = [run for run in runs if run["id"] in left]
 PY
 }
 
@@ -109,7 +132,8 @@ start() {
   if alive worker; then
     echo "worker: already running (pid $(cat "$STATE/worker.pid"))"
   else
-    setsid "$BIN/prefect" worker start --pool "$POOL" >"$STATE/worker.log" 2>&1 < /dev/null &
+    PREFECT_WORKER_QUERY_SECONDS="${PREFECT_WORKER_QUERY_SECONDS:-2}" \
+      setsid "$BIN/prefect" worker start --pool "$POOL" >"$STATE/worker.log" 2>&1 < /dev/null &
     echo $! > "$STATE/worker.pid"
     echo "worker: started on pool $POOL (pid $(cat "$STATE/worker.pid"), log $STATE/worker.log)"
   fi
@@ -129,7 +153,7 @@ EOF
 
 case "$command" in
   start) start ;;
-  stop) stop_one worker; cancel_inflight_runs || true; stop_one server ;;
+  stop) cancel_inflight_runs request || true; stop_one worker; cancel_inflight_runs force || true; stop_one server ;;
   status)
     for name in server worker; do
       if alive "$name"; then echo "$name: running (pid $(cat "$STATE/$name.pid"))"; else echo "$name: not running"; fi
