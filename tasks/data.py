@@ -11,10 +11,13 @@ from prefect import get_run_logger, task
 from graph_planner.config.paths import REGISTRY
 from graph_planner.data.manifest import resolve_manifest
 from graph_planner.data.prepare import prepare_datasets, register_prepared
+from graph_planner.synth import register as _register_synth_source
 from tasks.artifacts import ProgressArtifact, run_scope
 from tasks.caching import InputFileContents, step_cache
 from tasks.config import load_resolved
 from tasks.retry import IO_RETRIES, IO_RETRY_DELAYS, IO_RETRY_JITTER, transient_only
+
+_register_synth_source()  # data.synth_repos: the synth source (idempotent; importing graph_planner.synth did it)
 
 #: Sub-dir of the prepared data dir where registration writes verl parquet (same place as `gp data register`).
 REGISTRY_DIR = REGISTRY

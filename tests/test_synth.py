@@ -137,3 +137,22 @@ def test_mine_turns_a_fix_commit_with_tests_into_a_task_that_validates(tmp_path)
     assert len(rejected) == 1 and "no test fails before the fix" in rejected[0]["reason"]
     report = _validate(out / "mined" / "test.jsonl")
     assert report.ok, [(t.task_id, t.error) for t in report.failed]
+
+
+@pytest.mark.slow
+def test_prepare_runs_the_synth_source_from_the_config(tmp_path):
+    """data.synth_repos makes `gp data prepare` (and the Prefect data step) write <out>/synth like the CLI."""
+    import graph_planner.synth  # noqa: F401 -- registers the source, as the gp command does
+    from graph_planner.config.schema import DataConfig
+    from graph_planner.data.prepare import prepare_datasets
+
+    repo = _write(tmp_path / "calc", {**TINY, "tests/test_ops.py": (
+        "from calc.ops import add, double\n\ndef test_add():\n    assert add(1, 2) == 3\n\n"
+        "def test_double():\n    assert double(4) == 8\n")})
+    data = DataConfig(skip_r2e=True, skip_swebench=True, synth_repos=[str(repo)], synth_max_tasks=1)
+    summary = prepare_datasets(data, out_dir=tmp_path / "prepared")
+    assert summary.total_kept == 1
+    (split,) = [s for s, c in summary.sources["synth"].splits.items() if c.kept]
+    (record,) = read_task_records(summary.split_path("synth", split))
+    assert record.source == "synth" and record.fail_to_pass
+    assert (tmp_path / "prepared" / "synth" / "repos" / "calc" / ".git").is_dir()

@@ -478,6 +478,13 @@ class DataConfig(Section):
     )
     dataset_name: str = Field("graph_planner", description="Registered dataset name.")
     max_steps: int = Field(30, ge=1, description="max_steps written into each TaskRecord.")
+    synth_repos: list[str] = Field(
+        default_factory=list, description="Python repositories (with a pytest suite) to synthesise tasks from when "
+        "preparing (source synth, as `gp data synth`); empty = none.")
+    synth_seed: int = Field(0, description="Seed of the synth source (targets, modifiers, split).")
+    synth_per_target: int = Field(2, ge=1, description="Candidate bugs per function or class (synth source).")
+    synth_max_tasks: int | None = Field(None, ge=1, description="Validated tasks per repository (synth source; "
+                                        "None = every candidate is judged).")
 
 
 class EvalConfig(Section):

@@ -116,8 +116,12 @@ def prepare_datasets(
 ) -> PrepareSummary:
     """Run every selected source (R2E-Gym, SWE-bench, custom) and write the prepared layout under ``out_dir``."""
     out = Path(out_dir or data.output_dir)
-    if data.skip_r2e and data.skip_swebench and not data.custom_path:
-        raise PrepareError("nothing to prepare: skip_r2e and skip_swebench are set and no custom_path is given")
+    if data.skip_r2e and data.skip_swebench and not data.custom_path and not data.synth_repos:
+        raise PrepareError("nothing to prepare: skip_r2e and skip_swebench are set and no custom_path or "
+                           "synth_repos is given")
+    if data.synth_repos and "synth" not in SOURCE_BUILDERS:
+        raise PrepareError("data.synth_repos is set but the synth source is not loaded: import graph_planner.synth "
+                           "first (the gp command and the Prefect data step do)")
     token = hf_token(data.hf_token.get_secret_value() if data.hf_token else None)
     repos_dir = Path(data.repos_dir).expanduser() if data.repos_dir else None
     summary = PrepareSummary(out_dir=str(out))

@@ -167,15 +167,20 @@ def validate_candidates(task: TaskRecord, settings: SandboxConfig, base: Baselin
 
     def one(mutation: Mutation) -> Verdict:
         box, snap = pool.get()
+        original = box.read_file(mutation.path)
         try:
             box.write_file(mutation.path, mutation.mutated.decode("utf-8"))
             runs = [box.run_tests()]
             if any(runs[0].statuses.get(t) in FAILING for t in base.passing) and not runs[0].timed_out:
                 runs.append(box.run_tests())
-            return judge(mutation, base, runs)
-        finally:
+            # run_tests leaves the tree as it found it (what a test wrote is gone): putting the file back is enough
+            box.write_file(mutation.path, original)
+        except BaseException:
             box.restore(snap)
+            raise
+        finally:
             pool.put((box, snap))
+        return judge(mutation, base, runs)
 
     window = max(1, workers) * 4
     with sandbox_pool(task, settings, max(1, workers), run_id) as pool, ThreadPoolExecutor(max(1, workers)) as ex:
