@@ -7,6 +7,7 @@ nothing written).
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -28,6 +29,18 @@ Out = Annotated[str | None, typer.Option("--out", help="Prepared dir (data.outpu
 def _bar() -> Progress:
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     console=err_console, transient=True)
+
+
+def _stage_progress(bar: Progress) -> Callable[[str, int, int], None]:
+    """progress(stage, done, total) drawing one bar per stage."""
+    tasks: dict[str, Any] = {}
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if stage not in tasks:
+            tasks[stage] = bar.add_task(stage, total=total)
+        bar.update(tasks[stage], completed=done, total=total)
+
+    return progress
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
@@ -72,13 +85,7 @@ def synth_cmd(
     if workers:
         opts.workers = workers
     with _bar() as bar:
-        tasks: dict[str, Any] = {}
-
-        def progress(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = bar.add_task(stage, total=total)
-            bar.update(tasks[stage], completed=done, total=total)
-
+        progress = _stage_progress(bar)
         try:
             records, rejected, stats, staging = synthesize(repo, opts, progress)
         except SynthInputError as exc:
@@ -112,13 +119,7 @@ def mine_cmd(
     config = config_from_cli({**options, "out": out}, extra_map={"out": "data.output_dir"}, write=False)
     records, rejected = [], []
     with _bar() as bar:
-        tasks: dict[str, Any] = {}
-
-        def progress(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = bar.add_task(stage, total=total)
-            bar.update(tasks[stage], completed=done, total=total)
-
+        progress = _stage_progress(bar)
         try:
             for path in repo:
                 recs, rej, stats = mine_repo(path, config.sandbox, max_commits, config.data.max_steps, progress)

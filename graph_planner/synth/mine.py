@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,7 +60,8 @@ def _diff(repo: Path, parent: str, commit: str, paths: list[str]) -> str:
 
 
 def mine_repo(repo: str | Path, sandbox: SandboxConfig, max_commits: int = 200, max_steps: int = 30,
-              progress=None) -> tuple[list[TaskRecord], list[RejectedRow], MineStats]:  # noqa: ANN001
+              progress: Callable[[str, int, int], None] | None = None,
+              ) -> tuple[list[TaskRecord], list[RejectedRow], MineStats]:
     """Tasks of ``repo``'s fix commits (split ``test``: real fixes are held out); SynthInputError on bad input."""
     start = time.monotonic()
     repo = Path(repo).resolve()
