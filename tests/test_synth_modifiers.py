@@ -145,3 +145,27 @@ def test_a_dirty_work_tree_is_refused(tmp_path):
     (tmp_path / "pkg.py").write_text("def f():\n    return 2\n")
     with pytest.raises(SynthInputError, match="work tree is dirty"):
         check_repo(tmp_path)
+
+
+def _report(statuses, **kw):
+    from graph_planner.episode.results import TestReport
+
+    return TestReport(resolved=False, mode="swebench", statuses=statuses, **kw)
+
+
+def test_judge_turns_runs_into_f2p_p2p_or_a_reason():
+    from graph_planner.synth.validate import Baseline, judge
+
+    (m,) = _mutations()[:1]
+    base = Baseline(passing=["t::a", "t::b", "t::c"], seconds=1.0, run_seconds=0.5)
+    flip = {"t::a": "FAILED", "t::b": "PASSED", "t::c": "PASSED", "canary::x": "PASSED"}
+    ok = judge(m, base, [_report(flip, log_tail="FAILED t::a - AssertionError: assert 3 == 4\n"), _report(flip)])
+    assert ok.reason is None and ok.fail_to_pass == ["t::a"] and ok.pass_to_pass == ["t::b", "t::c"]
+    assert ok.symptoms == {"t::a": "AssertionError: assert 3 == 4"}
+    same = {"t::a": "PASSED", "t::b": "PASSED", "t::c": "PASSED"}
+    assert judge(m, base, [_report(same)]).reason == "fails no test"
+    assert judge(m, base, [_report({"t.py": "ERROR"})]).reason == "breaks collection of the whole suite"
+    assert judge(m, base, [_report({"t::a": "FAILED", "t::b": "PASSED"})]).reason == "some tests are no longer collected"
+    assert judge(m, base, [_report(flip), _report(same)]).reason.startswith("flaky")
+    assert judge(m, base, [_report(flip, timed_out=True)]).reason == "timeout"
+    assert judge(m, base, [_report(flip, tampered=True), _report(flip)]).reason.startswith("tampered")

@@ -69,6 +69,9 @@ def baseline(sandbox: LocalSandbox) -> Baseline:
     for report in (first, second):
         if report.timed_out:
             raise SynthInputError(f"{where}: the test suite timed out on the clean tree")
+        if report.tampered:
+            raise SynthInputError(f"{where}: the grader's integrity checks failed on the clean tree "
+                                  f"({'; '.join(report.tamper_evidence[:2])})")
     common = set(first.statuses) & set(second.statuses)
     if not common:
         detail = f" ({first.error})" if first.error else ""
@@ -103,6 +106,9 @@ def judge(mutation: Mutation, base: Baseline, runs: list[TestReport]) -> Verdict
     first = runs[0]
     if any(r.timed_out for r in runs):
         verdict.reason = "timeout"
+        return verdict
+    if any(r.tampered for r in runs):  # the grader's canaries came out wrong: no status of that run is trusted
+        verdict.reason = "tampered: the test run's integrity checks failed"
         return verdict
     seen = [t for t in base.passing if t in first.statuses]
     if not seen:
