@@ -156,3 +156,28 @@ def test_prepare_runs_the_synth_source_from_the_config(tmp_path):
     (record,) = read_task_records(summary.split_path("synth", split))
     assert record.source == "synth" and record.fail_to_pass
     assert (tmp_path / "prepared" / "synth" / "repos" / "calc" / ".git").is_dir()
+
+
+def test_candidates_on_lines_no_test_runs_are_dropped_before_validation(tmp_path):
+    """The traced clean run sees which lines run; a bug in code no test executes could fail nothing."""
+    from graph_planner.config.schema import SandboxConfig
+    from graph_planner.sandbox.local import LocalSandbox
+    from graph_planner.synth.coverage import executed_lines
+    from graph_planner.synth.synth import plan_candidates
+    from graph_planner.synth.validate import clean_task
+
+    repo = _write(tmp_path / "calc", {
+        "calc/__init__.py": "",
+        "calc/ops.py": "def add(a, b):\n    return a + b\n\n\ndef unused(a, b):\n    if a > b:\n        return a - b\n"
+                       "    return b - a\n",
+        "tests/test_ops.py": "from calc.ops import add, unused\n\ndef test_add():\n    assert add(1, 2) == 3\n\n\n"
+                             "def test_never():\n    if add(1, 1) == 3:\n        assert unused(2, 1) == 1\n",
+    })
+    with LocalSandbox(clean_task(repo, "calc"), SandboxConfig(), None, "test-cov") as box:
+        executed = executed_lines(box, 120)
+    assert executed is not None
+    assert 2 in executed["calc/ops.py"] and 6 not in executed["calc/ops.py"]
+    everything, _ = plan_candidates(repo, "calc", 0, 10)
+    kept, _ = plan_candidates(repo, "calc", 0, 10, executed)
+    assert {m.target for m in everything} == {"fn:calc/ops.py::add", "fn:calc/ops.py::unused"}
+    assert {m.target for m in kept} == {"fn:calc/ops.py::add"}

@@ -28,6 +28,7 @@ from graph_planner.data.prepare import PrepareSummary, SourceSummary, write_sour
 from graph_planner.data.record import TaskRecord
 from graph_planner.data.sources.base import RejectedRow
 from graph_planner.sandbox.local import LocalSandbox
+from graph_planner.synth.coverage import executed_lines
 from graph_planner.synth.modifiers import Mutation, mutations_for
 from graph_planner.synth.split import split_by_location
 from graph_planner.synth.targets import Target, find_targets, is_test_path, repo_graph
@@ -68,13 +69,14 @@ class SynthStats:
     rejected: Counter[str] = field(default_factory=Counter)
     mutation_s: float = 0.0
     base_run_s: float = 0.0
+    coverage_s: float = 0.0  # the traced clean run that finds the executed lines
     mutated_run_s: float = 0.0
     commit_s: float = 0.0
     wall_s: float = 0.0
 
     def add(self, other: SynthStats) -> None:
-        for name in ("candidates", "judged", "validated", "mutation_s", "base_run_s", "mutated_run_s", "commit_s",
-                     "wall_s"):
+        for name in ("candidates", "judged", "validated", "mutation_s", "base_run_s", "coverage_s", "mutated_run_s",
+                     "commit_s", "wall_s"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.rejected.update(other.rejected)
 
@@ -109,9 +111,11 @@ def check_repo(repo: Path) -> None:
                               "suite to validate bugs")
 
 
-def plan_candidates(repo: Path, name: str, seed: int, per_target: int) -> tuple[list[Mutation], list[Target]]:
+def plan_candidates(repo: Path, name: str, seed: int, per_target: int,
+                    executed: dict[str, set[int]] | None = None) -> tuple[list[Mutation], list[Target]]:
     """``per_target`` mutations of each covered target, chosen with the seed; targets in a seeded order and their
-    candidates interleaved, so a small ``max_tasks`` still spreads over the code. Deduplicated by result."""
+    candidates interleaved, so a small ``max_tasks`` still spreads over the code. Deduplicated by result. With
+    ``executed`` (lines the clean suite runs), only mutations on executed lines are candidates."""
     targets = find_targets(repo_graph(repo, name))
     rng = random.Random(seed)
     order = list(targets)
@@ -124,6 +128,8 @@ def plan_candidates(repo: Path, name: str, seed: int, per_target: int) -> tuple[
         except UnicodeDecodeError:
             continue
         options = mutations_for(data, target.path, target.node_id, target.kind, target.qualname)
+        if executed is not None:
+            options = [m for m in options if m.line in executed.get(m.path, ())]
         pick = random.Random(f"{seed}\0{target.node_id}")
         per.append(pick.sample(options, min(per_target, len(options))))
     seen: set[str] = set()
@@ -163,13 +169,16 @@ def synthesize_repo(repo: Path, staging: Path, options: SynthOptions,
     base_task = clean_task(repo, name)
     with LocalSandbox(base_task, options.sandbox, None, f"synth-base-{uuid.uuid4().hex[:8]}") as box:
         base: Baseline = baseline(box)
+        t0 = time.monotonic()
+        executed = executed_lines(box, min(options.sandbox.test_timeout, max(60.0, 20 * base.run_seconds)))
+        stats.coverage_s = time.monotonic() - t0
     stats.base_run_s = base.seconds
     t0 = time.monotonic()
-    candidates, _ = plan_candidates(repo, name, options.seed, options.per_target)
+    candidates, _ = plan_candidates(repo, name, options.seed, options.per_target, executed)
     stats.mutation_s = time.monotonic() - t0
     stats.candidates = len(candidates)
     if not candidates:
-        raise SynthInputError(f"{repo}: no function the tests reach could be mutated")
+        raise SynthInputError(f"{repo}: no function the tests reach could be mutated on a line the tests run")
     limit = options.max_tasks
 
     def enough(verdicts: Sequence[Verdict | None]) -> bool:
