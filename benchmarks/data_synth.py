@@ -74,6 +74,7 @@ def main() -> None:
             "mutation": round(stats.mutation_s / n, 4),
             "base_runs_amortised": round(stats.base_run_s / n, 3),
             "base_runs_total": round(stats.base_run_s, 2),
+            "coverage_trace_amortised": round(stats.coverage_s / n, 3),
             "mutated_runs": round(stats.mutated_run_s / n, 3),
             "commit": round(stats.commit_s / n, 4),
         },
