@@ -122,28 +122,47 @@ def test_the_record_witnesses_passes():
     assert plugin_name() != plugin_name() and plugin_name().isalpha()
 
 
-def test_the_graded_script_streams_the_output_and_loads_the_recorder_from_its_own_dir(tmp_path):
+def _run_script(tmp_path, first: str):
     repo = tmp_path / "repo"
     (repo / "tests").mkdir(parents=True)
     (repo / "tests" / "test_x.py").write_text("def test_real():\n    pass")  # no trailing newline
-    task = _task(test_files=["tests/test_x.py"], fail_to_pass=["tests/test_x.py::test_real"], pass_to_pass=[])
+    (repo / "tests" / "test_u.py").write_text("import unittest\n\n\nclass TestU(unittest.TestCase):\n"
+                                              "    def test_u(self):\n        pass\n")
+    ids = {"tests/test_x.py": "tests/test_x.py::test_real", "tests/test_u.py": "tests/test_u.py::TestU::test_u"}
+    second = next(m for m in ids if m != first)
+    task = _task(test_files=[first, second], fail_to_pass=[ids[first]], pass_to_pass=[ids[second]])
     plan = plan_canaries(task, task.test_files)
     workdir = str(tmp_path / f"g{uuid.uuid4().hex[:6]}")
     name = plugin_name()
-    script = build_script(workdir, "python -m pytest -rA -p no:cacheprovider tests/test_x.py "
-                          "; printf 'tail-end'", "unset PYTEST_ADDOPTS;",
-                          (name, plugin_source(workdir + "/record")), {**plan.sources, "tests/missing.py": "x"})
+    script = build_script(workdir, f"python -m pytest -rA -p no:cacheprovider {first} {second} ; printf 'tail-end'",
+                          "unset PYTEST_ADDOPTS;", (name, plugin_source(workdir + "/record")),
+                          {**plan.sources, "tests/missing.py": "x"}, plan.unittest_sources)
     run = subprocess.run(["bash", "-c", script.script], cwd=repo, capture_output=True, text=True, timeout=120,
                          env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
                               "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
     out = parse_output(run.stdout, script.token)
     assert out is not None, run.stdout[-2000:] + run.stderr[-2000:]
+    assert not Path(workdir).exists()  # the script removes its dir
+    assert name not in (repo / first).read_text()
+    return plan, out
+
+
+def test_the_graded_script_streams_the_output_and_loads_the_recorder_from_its_own_dir(tmp_path):
+    plan, out = _run_script(tmp_path, "tests/test_u.py")
     assert out.skipped_modules == {"tests/missing.py"} and not out.truncated
     assert out.output_bytes == len(out.log.encode()) and out.log.endswith("tail-end")
     record = parse_record(out.record_text)
     assert record is not None and record.exitstatus == 1  # the must-fail canaries failed, seen by the recorder
+    plan.drop_modules(out.skipped_modules)
     statuses = parse_test_log(out.log)
     assert check_canaries(plan, statuses, record, True, True).tampered == []
-    assert statuses["tests/test_x.py::test_real"] == "PASSED" and len(statuses) == 5
-    assert not Path(workdir).exists()  # the script removes its dir
-    assert name not in (repo / "tests" / "test_x.py").read_text()
+    assert len(statuses) == 8 and {s for t, s in statuses.items() if t not in plan.ids()} == {"PASSED"}
+
+
+def test_unittest_canaries_only_in_a_module_that_uses_unittest(tmp_path):
+    plan, out = _run_script(tmp_path, "tests/test_x.py")
+    assert out.skipped_modules == {"tests/missing.py", "tests/test_x.py::unittest"}
+    plan.drop_modules(out.skipped_modules)
+    assert {c.style for c in plan.canaries} == {"function"} and len(plan.canaries) == 4
+    statuses = parse_test_log(out.log)
+    assert set(statuses) == plan.ids() | {"tests/test_x.py::test_real", "tests/test_u.py::TestU::test_u"}

@@ -56,17 +56,23 @@ class CanaryPlan:
     canaries: list[Canary] = field(default_factory=list)
     #: module -> text appended to it for this run
     sources: dict[str, str] = field(default_factory=dict)
+    #: module -> the unittest.TestCase canary class, appended only where the module already uses TestCase (the
+    #: styles the task's tests use; importing unittest for a plain-pytest suite would cost ~3 % of a graded run)
+    unittest_sources: dict[str, str] = field(default_factory=dict)
     #: names (functions, classes) to scrub from logs
     names: set[str] = field(default_factory=set)
 
     def ids(self) -> set[str]:
         return {c.test_id for c in self.canaries}
 
-    def drop_modules(self, modules: set[str]) -> None:
-        """Forget the canaries of modules the graded command could not append to (the file was not there)."""
-        self.canaries = [c for c in self.canaries if c.module not in modules]
-        for module in modules:
-            self.sources.pop(module, None)
+    def drop_modules(self, skipped: set[str]) -> None:
+        """Forget the canaries the graded command did not append: ``module`` (the file was not there) or
+        ``module::unittest`` (the module does not use unittest.TestCase)."""
+        self.canaries = [c for c in self.canaries if c.module not in skipped
+                         and not (c.style == "unittest" and f"{c.module}::unittest" in skipped)]
+        for entry in skipped:
+            self.sources.pop(entry, None)
+            self.unittest_sources.pop(entry.removesuffix("::unittest"), None)
 
 
 def _module_words(module: str, test_ids: list[str]) -> list[str]:
@@ -149,7 +155,8 @@ def plan_canaries(task: TaskRecord, targets: list[str], hidden_modules: list[str
                 plan.canaries.append(Canary(module, f"{module}::{cls}::{name}", name, role, "unittest"))  # type: ignore[arg-type]
                 methods.append(_method(name, role))  # type: ignore[arg-type]
             plan.names.add(cls)
-            chunks.append(f"class {cls}(__import__('unittest').TestCase):\n" + "\n".join(methods))
+            plan.unittest_sources[module] = f"\n\nclass {cls}(__import__('unittest').TestCase):\n" + \
+                "\n".join(methods)
         plan.sources[module] = "\n\n" + "\n\n".join(chunks)
     plan.names |= {c.name for c in plan.canaries}
     return plan

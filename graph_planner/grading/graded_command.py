@@ -47,10 +47,12 @@ def _heredoc(path: str, text: str, append: bool) -> str:
 
 
 def build_script(workdir: str, command: str, env_prefix: str, plugin: tuple[str, str] | None,
-                 canaries: dict[str, str]) -> GradedScript:
+                 canaries: dict[str, str], unittest_canaries: dict[str, str] | None = None) -> GradedScript:
     """``workdir``: a fresh path outside the repository (created here, removed at the end); ``command``: the test
     command with its targets; ``env_prefix``: shell statements run first (exports/unsets); ``plugin``: (module
-    name, source) of the recorder (writing to ``<workdir>/record``) or None; ``canaries``: module -> text to append."""
+    name, source) of the recorder (writing to ``<workdir>/record``) or None; ``canaries``: module -> text to append;
+    ``unittest_canaries``: module -> text appended only when the module mentions ``TestCase`` (else the module is
+    reported as ``module::unittest`` among the skipped)."""
     token = secrets.token_hex(16)
     d = shlex.quote(workdir)
     parts = [f"d={d}; mkdir -m 700 \"$d\" || exit 97\n", env_prefix, "\n"]
@@ -61,7 +63,11 @@ def build_script(workdir: str, command: str, env_prefix: str, plugin: tuple[str,
                      f"PYTEST_ADDOPTS=\"-p {name}${{PYTEST_ADDOPTS:+ $PYTEST_ADDOPTS}}\"\n")
     for module, text in canaries.items():
         q = shlex.quote(module)
-        parts.append(f"if [ -f {q} ] && [ ! -L {q} ]; then\n{_heredoc(q, text, append=True)}"
+        extra = ""
+        if unittest_canaries and module in unittest_canaries:
+            extra = (f"if grep -qs TestCase {q}; then\n{_heredoc(q, unittest_canaries[module], append=True)}"
+                     f"else printf '%s\\n' {shlex.quote(module + '::unittest')} >> \"$d/skip\"; fi\n")
+        parts.append(f"if [ -f {q} ] && [ ! -L {q} ]; then\n{_heredoc(q, text, append=True)}{extra}"
                      f"else printf '%s\\n' {q} >> \"$d/skip\"; fi\n")
     collect = (f"for s in {' '.join(_SECTIONS)}; do printf '\\n%s %s\\n' {token} \"$s\"; "
                "[ -f \"$d/$s\" ] && cat \"$d/$s\"; done\n"

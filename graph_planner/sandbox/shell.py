@@ -391,7 +391,7 @@ class ShellSandbox(ABC):
         plugin = None
         if why_not is None:
             plugin = (plugin_name(), plugin_source(self._grading_dir + "/record"))
-        script = build_script(self._grading_dir, command, env_prefix, plugin, plan.sources)
+        script = build_script(self._grading_dir, command, env_prefix, plugin, plan.sources, plan.unittest_sources)
         timeout = self.settings.test_timeout
         res = self._exec_raw(script.script, timeout, None)
         graded = parse_output(res.stdout, script.token)
