@@ -6,8 +6,10 @@ import logging
 import sys
 from typing import Any
 
+import click
 import typer
 from rich.console import Console
+from typer.core import TyperGroup
 
 from graph_planner.cli_help import attach_examples
 from graph_planner.config.cli_options import (
@@ -32,9 +34,28 @@ class _Gp(typer.Typer):
             finish(exc)
 
 
-app = _Gp(help="Graph Planner: data, sandboxes, training and evaluation of repair agents.",
-          no_args_is_help=True, pretty_exceptions_enable=False,
-          rich_markup_mode=None)  # plain Click help: whole option names at 80 columns (cli_help.py)
+class _DiskErrorsAsExit5(TyperGroup):
+    """A full or read-only output disk in any command ends it with one line naming the path and the free space and
+    exit 5 (graph_planner.disk), not a traceback and exit 1: the user's disk, not a bug."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise
+        except Exception as exc:
+            from graph_planner.disk import EXIT_DISK, disk_error_line, find_disk_error
+
+            error = find_disk_error(exc)
+            if error is None:
+                raise
+            typer.echo(f"error: {disk_error_line(error)}", err=True)
+            raise typer.Exit(EXIT_DISK) from None
+
+
+app = _Gp(cls=_DiskErrorsAsExit5, help="Graph Planner: data, sandboxes, training and evaluation of repair agents.",
+                  no_args_is_help=True, pretty_exceptions_enable=False,
+                  rich_markup_mode=None)  # plain Click help: whole option names at 80 columns (cli_help.py)
 console = Console(stderr=True)
 
 
@@ -43,7 +64,6 @@ def _main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug log
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
     from graph_planner.sandbox.reaper import install_exit_cleanup
-
     install_exit_cleanup()  # from the main thread: sandboxes started later in worker threads are covered
 
 

@@ -18,32 +18,45 @@ from prefect.artifacts import (
     update_progress_artifact,
 )
 
+from graph_planner.telemetry.best_effort import BestEffort
+
 
 class ProgressArtifact:
-    """A progress bar (0-100 %) for a long step, updated at most every ``min_interval_s`` (and always at 100 %)."""
+    """A progress bar (0-100 %) for a long step, updated at most every ``min_interval_s`` (and always at 100 %).
+
+    Best-effort (graph_planner.telemetry.best_effort): the API calls run on a background thread, so a Prefect
+    server that is down or slow never fails or stalls the step; only the newest state is sent once it is back.
+    :meth:`close` (end of the step) waits a bounded time and logs what failed."""
 
     def __init__(self, key: str, description: str, min_interval_s: float = 1.0) -> None:
         self.key = key
         self.description = description
         self.min_interval_s = min_interval_s
         self._id: UUID | None = None
-        self._last = 0.0
+        self._last: float | None = None
+        self._sender = BestEffort("prefect artifacts")
 
     def update(self, done: float, total: float, description: str | None = None) -> None:
         percent = 100.0 if total <= 0 else max(0.0, min(100.0, 100.0 * done / total))
         now = time.monotonic()
+        if self._last is not None and percent < 100.0 and now - self._last < self.min_interval_s:
+            return
+        self._last = now
+        self._sender.submit(self._send, percent, description, key=self.key)
+
+    def _send(self, percent: float, description: str | None) -> None:
+        """On the sender's thread: create the artifact on the first call that reaches the API, update it after."""
         if self._id is None:
             # _sync: also safe when called from a coroutine (e.g. a log sink inside asyncio.run)
             created = create_progress_artifact(progress=percent, key=self.key, description=self.description,
                                                _sync=True)  # type: ignore[call-arg]
             self._id = created if isinstance(created, UUID) else UUID(str(created))
-            self._last = now
             return
-        if percent < 100.0 and now - self._last < self.min_interval_s:
-            return
-        self._last = now
         update_progress_artifact(artifact_id=self._id, progress=percent, description=description,
                                  _sync=True)  # type: ignore[call-arg]
+
+    def close(self) -> None:
+        self._sender.close()
 
 
 def run_scope(run_name: str) -> str:

@@ -47,8 +47,11 @@ def evaluate_checkpoint(config_file: str, model: str | None = None) -> str:
         logger.info("%s: %s (%s, %d steps)", result.instance_id, "resolved" if result.resolved else "unresolved",
                     result.category, result.steps)
 
-    outcome = evaluate_dataset(config, on_result=on_result, run_dir=eval_dir)
-    bar.update(1, 1)
+    try:
+        outcome = evaluate_dataset(config, on_result=on_result, run_dir=eval_dir)
+        bar.update(1, 1)
+    finally:
+        bar.close()  # bounded wait for the last progress update; a down API costs a warning, not the step
     logger.info("resolved %s/%s -> %s", outcome.summary["resolved"], outcome.summary["total_tasks"],
                 outcome.report_path)
     return str(outcome.run_dir)

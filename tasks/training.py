@@ -35,9 +35,12 @@ def run_training(config_file: str, registry: str, planner_model: str = "") -> st
         config.paths.planner_model = planner_model
     bar = ProgressArtifact(f"{run_scope(config.run_name)}-training-progress",
                            f"GRPO steps of {config.run_name} ({config.training.backend})")
-    if config.training.backend == "local":
-        return train_in_process(config, bar)
-    return train_verl(config, config_file, registry, bar)
+    try:
+        if config.training.backend == "local":
+            return train_in_process(config, bar)
+        return train_verl(config, config_file, registry, bar)
+    finally:
+        bar.close()  # bounded wait for the last progress update; a down API costs a warning, not the step
 
 
 def train_in_process(config: RunConfig, bar: ProgressArtifact) -> str:

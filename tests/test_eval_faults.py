@@ -15,12 +15,12 @@ import uuid
 from pathlib import Path
 
 import pytest
+from lock_holder import lock_held_elsewhere
 from typer.testing import CliRunner
 
 from graph_planner.cli import app
 from graph_planner.env.samples import LOCAL_DEBUG_CONFIG, prepare_bundled_samples
 from graph_planner.eval.results import ResultsStore
-from graph_planner.eval.run_lock import run_lock
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -142,10 +142,10 @@ def test_lost_engine_is_a_sandbox_error_with_its_cause_and_gp_eval_exits_3(tmp_p
 
 def test_a_second_run_on_the_same_run_dir_is_refused(tmp_path, prepared):
     run_dir = tmp_path / "faults" / "eval"
-    with run_lock(run_dir):
+    with lock_held_elsewhere(run_dir) as holder:
         result = CliRunner().invoke(app, _eval_args(tmp_path, prepared))
     assert result.exit_code == 4
-    assert f"run directory {run_dir} is in use by pid {os.getpid()}" in " ".join(result.output.split())
+    assert f"run directory {run_dir} is in use by pid {holder}" in " ".join(result.output.split())
     assert not (run_dir / "results.jsonl").exists()
     started = time.monotonic()
     assert CliRunner().invoke(app, _eval_args(tmp_path, prepared)).exit_code == 0  # released: runs normally

@@ -18,7 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # low -> high: a package may import itself and anything listed before it, nothing after it.
 LAYERS = [
     "graph_planner",  # the package root: __version__ only
+    "graph_planner.disk",  # atomic writes, the room check and full/read-only disk errors (exit 5)
     "graph_planner.termination",  # SIGTERM / SIGINT: the exception and exit every layer may see
+    "graph_planner.imports",  # first imports of heavy packages under one lock (episode threads)
     "graph_planner.config",
     "graph_planner.data",
     "graph_planner.episode",

@@ -132,6 +132,7 @@ def config_from_cli(
 ) -> RunConfig:
     """Resolve the run config for a command; with --print-config print the YAML and exit 0."""
     from graph_planner.config.loader import ConfigError, dump_config_yaml
+    from graph_planner.config.run_lock import RunLockedError
 
     try:
         config = load_run_config(
@@ -144,6 +145,9 @@ def config_from_cli(
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    except RunLockedError as exc:  # with ``write``: another process owns the run dir; its config stays as it is
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(4) from None
     if params.get("print_config"):
         typer.echo(dump_config_yaml(config), nl=False)
         raise typer.Exit(0)

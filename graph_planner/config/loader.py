@@ -5,7 +5,8 @@ from __future__ import annotations
 import copy
 import difflib
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,9 @@ from pydantic import SecretStr, ValidationError
 from graph_planner.config.aliases import canonical_key, move_seed_keys
 from graph_planner.config.paths import RESOLVED_CONFIG, run_paths
 from graph_planner.config.run_dirs import claim_run_dir
+from graph_planner.config.run_lock import run_lock
 from graph_planner.config.schema import RunConfig
+from graph_planner.disk import atomic_write_bytes, remove_stale_temps
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +89,9 @@ def read_yaml(path: Path) -> dict[str, Any]:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
-    if data is None:
-        return {}
+    if data is None:  # an empty file is far more often a failed write or a wrong path than "all defaults"
+        raise ConfigError(f"{path}: the config file is empty (no sections); give at least one section, or leave "
+                          "out -c to run on the built-in defaults")
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: top level must be a mapping of sections, got {type(data).__name__}")
     return data
@@ -147,8 +151,9 @@ def load_run_config(
     they are ignored (each one logged) except ``--wandb-offline``. The two ``resolved_*`` fields are filled in.
     With ``write`` a run starts: its directory is claimed (an unnamed run gets a fresh ``<name>-<UTC stamp>``,
     :func:`graph_planner.config.run_dirs.claim_run_dir`) and the merged config is written there as
-    ``resolved_config.yaml``; without it, an unnamed run's directory is the one recorded in the loaded file, else
-    ``<output_dir>/<name>``.
+    ``resolved_config.yaml`` under the run lock (:func:`owned_run`; commands that hold the lock for the whole run
+    load with ``write=False`` and enter :func:`owned_run` themselves); without it, an unnamed run's directory is
+    the one recorded in the loaded file, else ``<output_dir>/<name>``.
     """
     tree: dict[str, Any] = {}
     source = "built-in defaults"
@@ -177,8 +182,8 @@ def load_run_config(
             set_dotted(tree, "logging.wandb.enabled", True)
     config = validate_tree(tree, source)
     if write:
-        claim_run_dir(config)
-        write_resolved_config(config)
+        with owned_run(config):
+            pass
     else:
         paths = run_paths(config)
         config.resolved_run_dir = str(paths.run_dir)
@@ -213,9 +218,30 @@ def dump_config_yaml(config: RunConfig) -> str:
 
 
 def write_resolved_config(config: RunConfig) -> Path:
-    """Write the secret-free merged config; reloading it with --yaml-only gives the same config."""
+    """Write the secret-free merged config atomically (a full disk leaves the old file or none, never a 0-byte
+    one); reloading it with --yaml-only gives the same config. Unchanged content is not rewritten."""
     assert config.resolved_config_path is not None
     path = Path(config.resolved_config_path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(dump_config_yaml(config), encoding="utf-8")
-    return path
+    data = dump_config_yaml(config).encode("utf-8")
+    try:
+        if path.read_bytes() == data:
+            return path
+    except OSError:
+        pass
+    return atomic_write_bytes(path, data)
+
+
+@contextmanager
+def owned_run(config: RunConfig, lock_dir: str | None = None) -> Iterator[Path]:
+    """Start a run that owns its directory: claim it, hold its lock (``<run dir>/<lock_dir>/.lock``; another
+    holder raises :class:`~graph_planner.config.run_lock.RunLockedError` before anything is written), remove the
+    temp files a killed writer left, then write ``resolved_config.yaml``: only the owner ever writes it. Every
+    check that can refuse the run (config, inputs, "already trained") belongs before this."""
+    run_dir = claim_run_dir(config)
+    lock_at = run_dir / lock_dir if lock_dir else run_dir
+    with run_lock(lock_at):
+        remove_stale_temps(run_dir)
+        if lock_at != run_dir:
+            remove_stale_temps(lock_at)
+        write_resolved_config(config)
+        yield run_dir

@@ -11,12 +11,13 @@ still load (:mod:`graph_planner.config.aliases`).
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from graph_planner.config.algorithm import AlgorithmKeys, backend_problems
+from graph_planner.config.algorithm import GROUP_ESTIMATORS, AlgorithmKeys, backend_problems
 from graph_planner.config.aliases import move_seed_keys
 from graph_planner.config.roll import move_roll_keys
 
@@ -34,7 +35,8 @@ class Section(BaseModel):
     there overrides ``affects``); ``file_fields`` = fields naming local files whose bytes count too.
     """
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # inf / nan make a run meaningless (lr=inf turns every weight into nan): refused in every float of every section
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
     affects: ClassVar[frozenset[Stage] | None] = None
     field_affects: ClassVar[dict[str, frozenset[Stage]]] = {}
     file_fields: ClassVar[frozenset[str]] = frozenset()
@@ -569,9 +571,11 @@ class RunConfig(Section):
     @field_validator("verl_overrides")
     @classmethod
     def _flat_keys_are_strings(cls, value: dict[str, Any]) -> dict[str, Any]:
-        for key in value:
+        for key, item in value.items():
             if not isinstance(key, str) or not key:
                 raise ValueError(f"verl_overrides keys must be non-empty strings, got {key!r}")
+            if isinstance(item, float) and not math.isfinite(item):
+                raise ValueError(f"verl_overrides.{key}: not a finite number (got {item})")
         return value
 
     @model_validator(mode="after")
@@ -590,6 +594,10 @@ class RunConfig(Section):
         unknown = set(self.logging.trackers()) - TRACKER_NAMES
         if unknown:
             raise ValueError(f"logging.log_backend/track_with: unknown tracker(s) {sorted(unknown)}")
+        if t.group_size < 2 and t.adv_estimator in GROUP_ESTIMATORS:
+            raise ValueError(f"training.group_size ({t.group_size}) must be >= 2 with adv_estimator="
+                             f"{t.adv_estimator}: its advantage compares the rollouts of one task, so a group of one "
+                             "has nothing to compare and no step can learn")
         problems = backend_problems(t)
         if problems:
             raise ValueError("; ".join(problems))

@@ -7,8 +7,6 @@ half-written JSONL that a later stage (training, eval, caching by content hash) 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from graph_planner.data.record import TaskRecord
+from graph_planner.disk import atomic_write_bytes, atomic_write_text
 
 #: File names inside a prepared source dir that are not TaskRecord JSONL splits.
 NON_SPLIT_FILES = frozenset({"rejected.jsonl"})
@@ -23,25 +22,6 @@ NON_SPLIT_FILES = frozenset({"rejected.jsonl"})
 
 class TaskFileError(ValueError):
     """A TaskRecord file is missing or a line is not a valid TaskRecord; the message names file and line."""
-
-
-def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` via a temp file in the same dir + rename (readers never see partial files)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
-def atomic_write_text(path: str | Path, text: str) -> Path:
-    return atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def write_json(path: str | Path, payload: Any) -> Path:

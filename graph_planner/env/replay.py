@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from graph_planner.disk import atomic_write_text
 from graph_planner.env.planner_env import PlannerEnv
 from graph_planner.episode.actions import action_from_dict
 from graph_planner.episode.patch import PatchProposal, RepairRequest
@@ -35,12 +36,8 @@ def trajectory_lines(trajectory: Trajectory) -> list[dict[str, Any]]:
 
 def write_trajectory_jsonl(path: str | Path, trajectory: Trajectory) -> Path:
     """Write (overwrite) one episode as JSONL a person can read and `replay` can re-run."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as handle:
-        for line in trajectory_lines(trajectory):
-            handle.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
-    return path
+    text = "".join(json.dumps(line, ensure_ascii=False, default=str) + "\n" for line in trajectory_lines(trajectory))
+    return atomic_write_text(path, text)  # a full disk leaves no cut trajectory that replay would trust
 
 
 def read_trajectory_jsonl(path: str | Path) -> list[dict[str, Any]]:

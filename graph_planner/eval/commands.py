@@ -12,12 +12,17 @@ from graph_planner.config.cli_options import (
     config_from_cli,
     config_options,
 )
+from graph_planner.disk import find_disk_error
+from graph_planner.eval.ray_faults import ClusterLost, exit_now
 
 #: Exit codes of `gp eval` (docs/evaluation.md): 0 every task ran (resolved or not), 2 bad input,
 #: 3 some task errored (sandbox_error / agent_error rows: the report holds them; resume retries them),
-#: 4 another run holds the run directory.
+#: 4 another run holds the run directory, 5 the output disk is full or read-only (graph_planner.disk).
+#: 6 the Ray cluster's head was lost mid-run (eval.executor=ray): report.json holds what finished, the same command
+#: resumes.
 EXIT_TASK_ERRORS = 3
 EXIT_RUN_LOCKED = 4
+EXIT_CLUSTER_LOST = 6
 
 
 @config_options("config_file", "yaml_only", "set_items", "print_config", "wandb_offline", "dataset", "agent", "model_path", "cgm_model_path", "docker_manifest", "disable_cgm_synthesis", "run_name", "output_dir", "sandbox", "prepull_containers", "prepull_max_workers", "prepull_retries", "prepull_delay", "prepull_timeout", "val_dataset")
@@ -35,36 +40,52 @@ def eval_cmd(
     **options: Any,
 ) -> None:
     """Evaluate a policy; killed runs resume on the same --run-name (finished tasks are skipped)."""
-    from graph_planner.eval.api import evaluate_dataset
+    from graph_planner.config.loader import owned_run
+    from graph_planner.config.model_paths import model_path_problems
+    from graph_planner.config.run_lock import RunLockedError
+    from graph_planner.disk import check_output_dir
+    from graph_planner.eval.api import EVAL_SUBDIR, eval_run_dir, evaluate_dataset, load_eval_tasks
     from graph_planner.sandbox.prepull import prepull_for_run
 
-    config = config_from_cli({**locals(), **options}, extra_map={
+    config = config_from_cli({**locals(), **options}, write=False, extra_map={
         "dataset": "paths.dataset_eval", "dataset_split": "eval.split", "batch_size": "eval.batch_size",
         "limit": "eval.limit", "executor": "eval.executor", "baselines": "eval.baselines",
         "swebench_harness": "eval.use_swebench_harness"})
     console = Console(stderr=True)
-    from graph_planner.eval.run_lock import RunLockedError
-
     try:
-        prepull_for_run(config.images, [config.paths.dataset_eval, config.paths.dataset_val])
-        outcome = evaluate_dataset(config, console=console)
+        # every refusal before anything is written or loaded: inputs, model paths, then the run lock
+        if not config.paths.dataset_eval:
+            raise ValueError("no eval dataset: set paths.dataset_eval or pass --dataset")
+        load_eval_tasks(config.paths.dataset_eval, config.eval.limit, config.eval.split)
+        problems = model_path_problems(config)
+        if problems:
+            raise ValueError("; ".join(problems))
+        with owned_run(config, lock_dir=EVAL_SUBDIR):
+            check_output_dir(eval_run_dir(config))
+            prepull_for_run(config.images, [config.paths.dataset_eval, config.paths.dataset_val])
+            outcome = evaluate_dataset(config, console=console)
     except RunLockedError as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(EXIT_RUN_LOCKED) from None
+    except ClusterLost as exc:
+        typer.echo(exc.line(), err=True)
+        exit_now(EXIT_CLUSTER_LOST)
     except (FileNotFoundError, ValueError, ConnectionError, RuntimeError) as exc:
+        if find_disk_error(exc):
+            raise  # exit 5 with one line (graph_planner.cli)
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
     diagnostic = outcome.summary.get("diagnostic")
     table = Table(title=f"eval {config.run_name}" + (f" — DIAGNOSTIC ({diagnostic})" if diagnostic else ""))
-    for column in ("label", "tasks", "resolved", "rate", "mean steps", "errors"):
+    for column in ("label", "tasks", "resolved", "rate", "mean steps", "errors", "tampered"):
         table.add_column(column)
     for label, s in outcome.summary["labels"].items():
         table.add_row(label, str(s["tasks"]), str(s["resolved"]), f"{s['resolved_rate']:.1%}",
-                      f"{s['mean_steps']:.1f}", str(s["errors"]))
+                      f"{s['mean_steps']:.1f}", str(s["errors"]), str(s.get("tampered", 0)))
     harness = outcome.summary.get("harness")
     if harness and harness.get("ran"):
         table.add_row("swebench harness", str(harness["submitted"]), str(harness["resolved"]),
-                      f"{harness['resolved_rate']:.1%}", "-", str(harness.get("errors", 0)))
+                      f"{harness['resolved_rate']:.1%}", "-", str(harness.get("errors", 0)), "-")
     console.print(table)
     if harness and not harness.get("ran"):
         console.print(f"official swebench harness did not run: {harness['note']}")

@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, computed_field
 
+from graph_planner.disk import atomic_write_text
+
 OutcomeCategory = Literal[
     "resolved", "unresolved", "no_patch", "patch_failed", "timeout", "sandbox_error", "agent_error", "tampered"
 ]
@@ -112,9 +114,5 @@ def write_predictions(path: Path, results: Iterable[TaskResult], model_name: str
         for r in results
         if r.label == "policy"
     ]
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        for row in rows:
-            fh.write(json.dumps(row) + "\n")
-    os.replace(tmp, path)
+    atomic_write_text(path, "".join(json.dumps(row) + "\n" for row in rows))
     return len(rows)

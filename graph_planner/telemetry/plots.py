@@ -15,6 +15,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator, ScalarFormatter
 
+from graph_planner.disk import atomic_path
+
 #: One fixed colour per eval outcome, so "timeout" never looks like "resolved" and colours mean the same in every
 #: report (green = solved, warm colours = the agent's failures, greys = infrastructure errors).
 OUTCOME_COLOURS: dict[str, str] = {
@@ -119,7 +121,8 @@ def steps_figure(steps: Sequence[int], run_name: str) -> Figure:
 
 
 def save_figure(fig: Figure, path: Path, dpi: int = DPI) -> Path:
-    """Write the PNG (the Agg canvas is attached by savefig; no display needed)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi)
+    """Write the PNG (the Agg canvas is attached by savefig; no display needed) through a temp file, so a full
+    disk leaves no truncated image."""
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=dpi, format="png")
     return path

@@ -23,6 +23,7 @@ from rich.text import Text
 from typing_extensions import Self
 
 from graph_planner.config.schema import RunConfig
+from graph_planner.telemetry.best_effort import SendHealth
 from graph_planner.telemetry.redact import scrub, secret_values
 from graph_planner.telemetry.scalars import scalar
 
@@ -30,6 +31,8 @@ log = logging.getLogger(__name__)
 
 #: Tracker names accepted by the run config; "console" is verl's name for stdout.
 TRACKER_ALIASES = {"console": "stdout"}
+#: Trackers that hold the run's own record rather than telemetry: their errors are the run's errors.
+RECORD_TRACKERS = frozenset({"jsonl"})
 
 
 @runtime_checkable
@@ -172,6 +175,9 @@ class MultiTracker:
 
     def __init__(self, trackers: Mapping[str, Tracker], secrets: frozenset[str] = frozenset()) -> None:
         self.trackers = dict(trackers)
+        # W&B, tensorboard, stdout are telemetry: a failing one is a warning and a summary, never a failed run;
+        # the JSONL tracker is the run's own record (metrics.jsonl): its errors (a full disk) stop the run
+        self.health = {name: SendHealth(f"tracker {name}") for name in self.trackers if name not in RECORD_TRACKERS}
         self.last_step = 0
         self._secrets = secrets
         self._lock = threading.Lock()
@@ -187,8 +193,8 @@ class MultiTracker:
                 return
             step = self.last_step if step is None else int(step)
             self.last_step = max(self.last_step, step)
-            for tracker in self.trackers.values():
-                tracker.log(scalars, step)
+            for name, tracker in self.trackers.items():
+                self._call(name, tracker.log, scalars, step)
 
     def __call__(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
         """So a MultiTracker is itself a ``log_fn(metrics, step)`` callback."""
@@ -197,8 +203,8 @@ class MultiTracker:
     def log_config(self, config: Mapping[str, Any]) -> None:
         clean = scrub(config, self._secrets)
         with self._lock:
-            for tracker in self.trackers.values():
-                tracker.log_config(clean)
+            for name, tracker in self.trackers.items():
+                self._call(name, tracker.log_config, clean)
 
     def watch(self, model: Any) -> None:
         """Forward to trackers that can watch a local model (W&B, when ``logging.wandb.watch.enabled``)."""
@@ -228,9 +234,16 @@ class MultiTracker:
         with self._lock:
             if self._finished:
                 return
-            for tracker in self.trackers.values():
+            for name, tracker in self.trackers.items():
                 if hasattr(tracker, method):
-                    getattr(tracker, method)(*args)
+                    self._call(name, getattr(tracker, method), *args)
+
+    def _call(self, name: str, fn: Any, *args: Any) -> None:
+        health = self.health.get(name)
+        if health is None:
+            fn(*args)
+        else:
+            health.call(fn, *args)
 
     def finish(self) -> None:
         with self._lock:
@@ -242,7 +255,12 @@ class MultiTracker:
                 try:
                     tracker.finish()
                 except Exception as exc:  # noqa: BLE001 - finish the others; all failures are raised below
-                    errors.append(f"{name}: {exc}")
+                    if name in self.health:  # telemetry: a warning, the run's result stands
+                        self.health[name].record_failure(exc)
+                    else:
+                        errors.append(f"{name}: {exc}")
+            for health in self.health.values():
+                health.log_summary()
         if errors:
             raise RuntimeError("tracker(s) failed to finish: " + "; ".join(errors))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,9 +15,13 @@ from graph_planner.config.cli_options import (
     config_from_cli,
     config_options,
 )
+from graph_planner.config.run_dirs import RunDirInUse
 from graph_planner.config.schema import RunConfig
 
 log = logging.getLogger(__name__)
+#: `gp train` exit codes (docs/configuration.md "Exit codes"): 0 ok, 1 failed, 2 refused, 4 run dir locked,
+#: 5 disk full / read-only (graph_planner.disk).
+EXIT_RUN_LOCKED = 4
 
 
 DryRun = Annotated[bool, typer.Option("--dry-run", help="Validate (config, data, model / Ray job entry); no steps.")]
@@ -25,13 +30,40 @@ ValFiles = Annotated[str | None, typer.Option("--val-files", help="verl backend:
 
 
 def run_local(config: RunConfig, dry_run: bool) -> int:
-    """Build the env rollout and the trainer, then train (or, with dry_run, report what would run)."""
-    from graph_planner.config.run_dirs import RunDirInUse
+    """Build the env rollout and the trainer, then train (or, with dry_run, report what would run).
+
+    Every refusal comes before the run's directory is touched: a run dir holding an earlier run (exit 2), missing
+    training data (exit 2), then the run lock (exit 4). Only the owner writes resolved_config.yaml."""
+    from graph_planner.config.loader import owned_run
+    from graph_planner.config.paths import run_paths
+    from graph_planner.config.run_dirs import refuse_clobber
+    from graph_planner.config.run_lock import RunLockedError, refuse_if_locked
+    from graph_planner.disk import check_output_dir
+    from graph_planner.training import rollout
     from graph_planner.training.local_run import train_local
 
     try:
-        result = train_local(config, dry_run=dry_run)
-    except (FileNotFoundError, RunDirInUse) as exc:  # no prepared data yet / a named run's dir is taken
+        refuse_if_locked(run_paths(config).run_dir)  # a live run first: its files are not "an earlier run"
+    except RunLockedError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        return EXIT_RUN_LOCKED
+    try:
+        refuse_clobber(run_paths(config).run_dir, config.training.resume_from)
+        if not dry_run:
+            prepull_here(config)  # a missing manifest is refused here; images land outside the run dir
+        made = rollout.make_env_rollout(config)  # no prepared data yet / no model policy: refused here
+    except (FileNotFoundError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        return 2
+    try:
+        with owned_run(config) as run_dir:
+            if not dry_run:
+                check_output_dir(run_dir)
+            result = train_local(config, dry_run=dry_run, rollout=made)
+    except RunLockedError as exc:  # another gp train on this run dir
+        typer.echo(f"error: {exc}", err=True)
+        return EXIT_RUN_LOCKED
+    except RunDirInUse as exc:  # an earlier run finished between the check and the lock
         typer.echo(f"error: {exc}", err=True)
         return 2
     if dry_run:
@@ -66,6 +98,12 @@ def run_verl(config: RunConfig, train_files: str | None, val_files: str | None, 
         except ValueError as exc:
             typer.echo(str(exc), err=True)
             return 1
+    from graph_planner.training.ray_job import user_cluster_auth_problem
+
+    problem = user_cluster_auth_problem(config)  # before anything is prepared or written
+    if problem:
+        typer.echo(f"error: {problem}", err=True)
+        return 2
     default = default_data_paths(config)
     if not train_files and not Path(default.train).is_file():
         prepare_verl_data(config)
@@ -116,12 +154,38 @@ def train_cmd(
     dry_run: DryRun = False,
     **options: Any,
 ) -> None:
-    """GRPO training: training.backend=local runs here; verl submits a Ray job (exit 0 ok, 1 failed, 2 refused)."""
-    config = config_from_cli({**locals(), **options}, extra_map={"dataset": "paths.dataset_train"})
-    if not dry_run:
-        prepull_here(config)
+    """GRPO training: training.backend=local runs here; verl submits a Ray job (exit 0 ok, 1 failed, 2 refused,
+    4 run dir in use, 5 disk full or read-only)."""
+    from graph_planner.config.loader import owned_run
+    from graph_planner.config.model_paths import model_path_problems
+    from graph_planner.config.run_lock import RunLockedError, refuse_if_locked
+
+    config = config_from_cli({**locals(), **options}, write=False, extra_map={"dataset": "paths.dataset_train"})
+    remote = config.training.backend == "verl" and (config.resources.ray_address or os.environ.get("RAY_ADDRESS"))
+    problems = [] if remote else model_path_problems(config, training=True)  # a cluster's paths are its own
+    if problems:
+        typer.echo(f"error: {'; '.join(problems)}", err=True)
+        raise typer.Exit(2)
     if config.training.backend == "local":
-        code = run_local(config, dry_run)
-    else:
-        code = run_verl(config, train_files, val_files, dry_run)
+        raise typer.Exit(run_local(config, dry_run))
+    from graph_planner.config.paths import run_paths
+    from graph_planner.config.run_dirs import refuse_clobber
+
+    try:
+        refuse_if_locked(run_paths(config).run_dir)
+        refuse_clobber(run_paths(config).run_dir, config.training.resume_from)
+    except RunLockedError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_RUN_LOCKED) from None
+    except RunDirInUse as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    try:
+        with owned_run(config):
+            if not dry_run:
+                prepull_here(config)
+            code = run_verl(config, train_files, val_files, dry_run)
+    except RunLockedError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        code = EXIT_RUN_LOCKED
     raise typer.Exit(code)

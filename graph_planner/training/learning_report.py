@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from graph_planner.config.schema import RunConfig
+from graph_planner.disk import atomic_write_text
 from graph_planner.episode.turns import Trajectory
 
 log = logging.getLogger(__name__)
@@ -108,8 +109,8 @@ def compare_stages(config: RunConfig, stages: dict[str, str], splits: dict[str, 
               "synthesizer": config.backends.cgm_backend, "rows": rows,
               "seconds": round(time.monotonic() - started, 2), "note": NOTE,
               "grpo_training": grpo_curve(stages["grpo"]) if "grpo" in stages else None}
-    (out / "learning.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
-    (out / "learning.md").write_text(render_markdown(report), encoding="utf-8")
+    atomic_write_text(out / "learning.json", json.dumps(report, indent=2))
+    atomic_write_text(out / "learning.md", render_markdown(report))
     return report
 
 

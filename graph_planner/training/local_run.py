@@ -26,10 +26,21 @@ class LocalTrainResult:
 
 
 def train_local(config: RunConfig, on_step: Callable[[dict[str, float], int, int], None] | None = None,
-                dry_run: bool = False) -> LocalTrainResult:
+                dry_run: bool = False, rollout: tuple[list[Any], Any] | None = None) -> LocalTrainResult:
     """Train to ``training.total_steps`` (resuming per ``training.resume_from``); ``on_step(metrics, step, total)``
     is called after each step (progress bars, Prefect artifacts). A run that does not resume refuses a run dir
-    holding an earlier training run (:class:`~graph_planner.config.run_dirs.RunDirInUse`)."""
+    holding an earlier training run (:class:`~graph_planner.config.run_dirs.RunDirInUse`); a run dir another
+    process trains in is refused (:class:`~graph_planner.config.run_lock.RunLockedError`). ``rollout``: the
+    ``make_env_rollout`` result when the caller built it already (to refuse missing data before writing)."""
+    from graph_planner.config.paths import run_paths
+    from graph_planner.config.run_lock import run_lock
+
+    with run_lock(run_paths(config).run_dir):  # re-entered when `gp train` holds it already
+        return _train_locked(config, on_step, dry_run, rollout)
+
+
+def _train_locked(config: RunConfig, on_step: Callable[[dict[str, float], int, int], None] | None,
+                  dry_run: bool, rollout: tuple[list[Any], Any] | None) -> LocalTrainResult:
     from graph_planner.config.paths import run_paths
     from graph_planner.config.run_dirs import refuse_clobber
     from graph_planner.telemetry.metrics import episode_metrics
@@ -39,7 +50,7 @@ def train_local(config: RunConfig, on_step: Callable[[dict[str, float], int, int
     from graph_planner.training.rollout import make_env_rollout
 
     refuse_clobber(run_paths(config).run_dir, config.training.resume_from)
-    tasks, rollout_fn = make_env_rollout(config)
+    tasks, rollout_fn = rollout if rollout is not None else make_env_rollout(config)
     if dry_run:
         trainer = LocalGRPOTrainer(config, rollout_fn, tasks)
         return LocalTrainResult(trainer.run_dir, trainer.step, latest_checkpoint(trainer.run_dir), None)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from graph_planner.config.schema import RunConfig
+from graph_planner.disk import atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +119,7 @@ def run_sft(config: RunConfig, out_dir: str | Path | None = None,
     summary: dict[str, Any] = {"base_model": base, "source": sft.source, **counts,
                                "train_loss": float(result.training_loss), "steps": int(result.global_step),
                                "epochs": sft.epochs, "lr": sft.lr, "seconds": round(time.monotonic() - started, 2)}
-    (out / "sft.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    atomic_write_text(out / "sft.json", json.dumps(summary, indent=2))
     log.info("SFT warm start: %d example(s) from %d/%d episode(s), loss %.3f, %d step(s) -> %s", counts["examples"],
              counts["episodes_kept"], counts["episodes"], summary["train_loss"], summary["steps"], model_dir)
     return SFTResult(model_dir, counts["examples"], counts["episodes"], counts["episodes_kept"],

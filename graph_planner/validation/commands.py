@@ -51,6 +51,7 @@ def validate_tasks_cmd(
 ) -> None:
     """Validate tasks: the gold patch must grade resolved, the empty patch unresolved (exit 1 if any fails)."""
     from graph_planner.data.io import TaskFileError, atomic_write_text, read_task_records, resolve_split_file
+    from graph_planner.disk import REPORT_ROOM, check_output_dir
     from graph_planner.sandbox.factory import BACKENDS
 
     backend = options["sandbox"] or backend
@@ -76,12 +77,14 @@ def validate_tasks_cmd(
         console.print(f"[red]error[/red]: {file} holds no tasks to validate")
         raise typer.Exit(2)
 
+    out = report or (Path(config.logging.output_dir) / "validate-tasks" / f"{file.stem}-{backend or 'auto'}.json")
+    check_output_dir(out.parent, min_free=REPORT_ROOM)  # before validating: the report must be writable
+
     def progress(t: TaskValidation) -> None:
         console.print(f"{'[green]ok[/green]  ' if t.ok else '[red]FAIL[/red]'} {t.task_id} ({t.seconds:.1f}s)")
 
     result = validate_tasks(records, config, file.parent, backend=backend, dataset=str(file), on_task=progress)
     Console().print(render_table(result))
-    out = report or (Path(config.logging.output_dir) / "validate-tasks" / f"{file.stem}-{backend or 'auto'}.json")
     atomic_write_text(out, result.model_dump_json(indent=2) + "\n")
     console.print(f"report: {out}")
     if result.failed:

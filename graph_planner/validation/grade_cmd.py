@@ -36,6 +36,7 @@ def grade_cmd(
 ) -> None:
     """Grade a predictions file; exit 0 when every instance was graded, 3 when some errored, 2 on bad input."""
     from graph_planner.data.io import TaskFileError, atomic_write_text, read_task_records, resolve_split_file
+    from graph_planner.disk import REPORT_ROOM, check_output_dir
     from graph_planner.sandbox.factory import BACKENDS
     from graph_planner.validation.grade import PredictionsError, grade_predictions, grade_summary, read_predictions
 
@@ -57,6 +58,9 @@ def grade_cmd(
         console.print(f"[red]error[/red]: {predictions} holds no usable prediction")
         raise typer.Exit(EXIT_BAD_INPUT)
 
+    out = report or (Path(config.logging.output_dir) / "grade" / f"{predictions.stem}.json")
+    check_output_dir(out.parent, min_free=REPORT_ROOM)  # before grading: a report that cannot be written loses it
+
     def progress(grade) -> None:  # type: ignore[no-untyped-def]
         console.print(f"{grade.status:<12} {grade.instance_id} ({grade.seconds:.1f}s)")
 
@@ -75,7 +79,6 @@ def grade_cmd(
     Console().print(table)
     import json
 
-    out = report or Path(config.logging.output_dir) / "grade" / f"{predictions.stem}.json"
     payload = {"dataset": str(file), "predictions": str(predictions), "backend": sandbox, "summary": summary,
                "instances": [g.model_dump() for g in grades]}
     atomic_write_text(out, json.dumps(payload, indent=2) + "\n")
