@@ -80,7 +80,7 @@ def check_parameters(schema: dict[str, Any], given: dict[str, Any], parameters: 
     from prefect.utilities.schema_tools.validation import validate
 
     properties: dict[str, Any] = schema.get("properties") or {}
-    for name in given:
+    for name in given if properties else ():  # a deployment without a schema takes any name
         if name not in properties:
             raise Refused(f"unknown parameter {name!r}{_did_you_mean(name, list(properties))} "
                           f"(parameters: {', '.join(properties)})")

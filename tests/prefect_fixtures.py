@@ -5,6 +5,7 @@ flow call instead of ~1.1 s), and a per-test workspace with its own outputs and 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,32 @@ def harness_deployments(prefect_harness: None) -> dict[str, object]:
             read = client.read_deployment(deployment_id)
             out[f"{deployment.flow_name}/{item['name']}"] = read
     return out
+
+
+@contextmanager
+def recording_webhook() -> Iterator[tuple[str, list[dict]]]:
+    """An HTTP server on loopback standing in for a chat webhook: its URL and the requests POSTed to it, each as
+    ``{"path", "content_type", "body"}`` (the body parsed as JSON)."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    received: list[dict] = []
+
+    class Record(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            received.append({"path": self.path, "content_type": self.headers.get("Content-Type"),
+                             "body": json.loads(body)})
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Record)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/hook", received
+    finally:
+        server.shutdown()

@@ -4,39 +4,20 @@ deployment's failure. Runs are moved through their states by the test, as a work
 
 from __future__ import annotations
 
-import json
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from prefect_fixtures import recording_webhook
 
 from flows import alerts
 
 
 @pytest.fixture
 def webhook() -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    received: list[dict[str, Any]] = []
-
-    class Record(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
-            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            received.append({"path": self.path, "content_type": self.headers.get("Content-Type"),
-                             "body": json.loads(body)})
-            self.send_response(204)
-            self.end_headers()
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Record)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/hook", received
-    finally:
-        server.shutdown()
+    with recording_webhook() as hook:
+        yield hook
 
 
 def finish_run(deployment: Any, final: Any) -> Any:
