@@ -65,6 +65,7 @@ class SynthStats:
 
     candidates: int = 0
     judged: int = 0
+    passed: int = 0  # judged candidates that validated (more than max_tasks when the last window overshoots)
     validated: int = 0
     rejected: Counter[str] = field(default_factory=Counter)
     mutation_s: float = 0.0
@@ -75,8 +76,8 @@ class SynthStats:
     wall_s: float = 0.0
 
     def add(self, other: SynthStats) -> None:
-        for name in ("candidates", "judged", "validated", "mutation_s", "base_run_s", "coverage_s", "mutated_run_s",
-                     "commit_s", "wall_s"):
+        for name in ("candidates", "judged", "passed", "validated", "mutation_s", "base_run_s", "coverage_s",
+                     "mutated_run_s", "commit_s", "wall_s"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.rejected.update(other.rejected)
 
@@ -180,10 +181,6 @@ def synthesize_repo(repo: Path, staging: Path, options: SynthOptions,
     if not candidates:
         raise SynthInputError(f"{repo}: no function the tests reach could be mutated on a line the tests run")
     limit = options.max_tasks
-
-    def enough(verdicts: Sequence[Verdict | None]) -> bool:
-        return limit is not None and sum(1 for v in verdicts if v is not None and v.reason is None) >= limit
-
     done = 0
 
     def on_done(verdict: Verdict) -> None:
@@ -194,9 +191,10 @@ def synthesize_repo(repo: Path, staging: Path, options: SynthOptions,
 
     if progress:
         progress(f"synth {name}", 0, len(candidates))
-    verdicts = validate_candidates(base_task, options.sandbox, base, candidates, options.workers, enough, on_done)
+    verdicts = validate_candidates(base_task, options.sandbox, base, candidates, options.workers, limit, on_done)
     judged = [v for v in verdicts if v is not None]
     stats.judged = len(judged)
+    stats.passed = sum(1 for v in judged if v.reason is None)
     stats.mutated_run_s = sum(v.seconds for v in judged)
     kept = [v for v in judged if v.reason is None][:limit]
     t0 = time.monotonic()

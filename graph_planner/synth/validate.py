@@ -8,6 +8,7 @@ only, never a sandbox start.
 
 from __future__ import annotations
 
+import math
 import queue
 import re
 import time
@@ -162,11 +163,13 @@ def _start(box: LocalSandbox) -> str:
 
 
 def validate_candidates(task: TaskRecord, settings: SandboxConfig, base: Baseline, candidates: Sequence[Mutation],
-                        workers: int, enough: Callable[[list[Verdict | None]], bool] | None = None,
+                        workers: int, limit: int | None = None,
                         on_done: Callable[[Verdict], None] | None = None) -> list[Verdict | None]:
-    """Verdicts in candidate order. Candidates are submitted in windows of a few per worker, in order, and the
-    job stops after the window in which ``enough(verdicts so far)`` became true: which candidates were judged
-    depends only on the candidates and their results, never on thread timing."""
+    """Verdicts in candidate order (None = not judged). Candidates are judged in order, in windows of at most four
+    per worker, and the job stops after the window that brings ``limit`` valid ones; near the limit a window is
+    about 1.5 times the valid ones still missing (at least one per worker), so few candidates are judged for
+    nothing. Window sizes depend only on earlier verdicts: which candidates are judged never depends on thread
+    timing."""
     settings = candidate_settings(settings, base)
     verdicts: list[Verdict | None] = [None] * len(candidates)
     run_id = f"synth-{uuid.uuid4().hex[:8]}"
@@ -188,14 +191,16 @@ def validate_candidates(task: TaskRecord, settings: SandboxConfig, base: Baselin
             pool.put((box, snap))
         return judge(mutation, base, runs)
 
-    window = max(1, workers) * 4
-    with sandbox_pool(task, settings, max(1, workers), run_id) as pool, ThreadPoolExecutor(max(1, workers)) as ex:
-        for lo in range(0, len(candidates), window):
+    workers = max(1, workers)
+    valid, lo = 0, 0
+    with sandbox_pool(task, settings, workers, run_id) as pool, ThreadPoolExecutor(workers) as ex:
+        while lo < len(candidates) and (limit is None or valid < limit):
+            window = workers * 4 if limit is None else min(workers * 4, max(workers, math.ceil((limit - valid) * 1.5)))
             batch = list(range(lo, min(lo + window, len(candidates))))
             for i, verdict in zip(batch, ex.map(lambda i: one(candidates[i]), batch), strict=True):
                 verdicts[i] = verdict
+                valid += verdict.reason is None
                 if on_done is not None:
                     on_done(verdict)
-            if enough is not None and enough(verdicts):
-                break
+            lo += len(batch)
     return verdicts
