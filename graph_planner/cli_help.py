@@ -10,22 +10,23 @@ EXAMPLES: dict[str, list[str]] = {
     "config": ["gp config -c configs/experiments/local_debug.yaml --print-config",
                "gp config -c configs/experiments/planner_8g.yaml --set training.lr=1e-6 --run-name try-lr"],
     "preflight": ["gp preflight -c configs/experiments/planner_8g.yaml"],
-    "validate-tasks": ["gp validate-tasks prepared/swebench/test.jsonl --sandbox local",
-                       "gp validate-tasks prepared/ --split train --limit 5 --sandbox docker"],
-    "grade": ["gp grade --dataset prepared/swebench/test.jsonl --predictions preds.jsonl",
-              "gp grade --dataset prepared/swebench/test.jsonl --predictions preds.jsonl --sandbox docker "
+    "validate-tasks": ["gp validate-tasks prepared/sample/swebench/test.jsonl --sandbox local --limit 3",
+                       "gp validate-tasks prepared/sample/swebench --split test --limit 2 --sandbox docker"],
+    "grade": ["gp grade --dataset prepared/sample/swebench/test.jsonl --predictions preds.jsonl",
+              "gp grade --dataset prepared/sample/swebench/test.jsonl --predictions preds.jsonl --sandbox docker "
               "--report grade.json"],
     "data prepare": ["gp data prepare -c configs/experiments/local_debug.yaml",
-                     "gp data prepare --swebench-dataset princeton-nlp/SWE-bench_Verified --skip-r2e --out prepared"],
-    "data register": ["gp data register prepared --name graph_planner_repoenv --rllm-layout"],
-    "data manifest": ["gp data manifest prepared --docker-manifest prepared/docker_images.txt"],
+                     "gp data prepare --swebench-dataset datasets/sample/swebench/test.jsonl --skip-r2e "
+                     "--out prepared/swebench-only"],
+    "data register": ["gp data register prepared/sample --name graph_planner_repoenv --rllm-layout"],
+    "data manifest": ["gp data manifest prepared/sample --docker-manifest prepared/sample/docker_images.txt"],
     "data synth": ["gp data synth --repo datasets/sample/repos/textkit --out prepared --max-tasks 20",
                    "gp data synth --repo ../mylib --seed 1 --per-target 3 --val-frac 0.2 --test-frac 0.2"],
     "data mine": ["gp data mine --repo ../mylib --out prepared --max-commits 500"],
-    "smoke": ["gp smoke --task graphplanner-samples__invcalc-1 --synthesizer gold --require-resolved",
+    "smoke": ["gp smoke --task graphplanner-samples__invcalc-4 --synthesizer gold --require-resolved",
               "gp smoke --sandbox docker --synthesizer none"],
     "serve": ["gp serve --model toy --port 8000",
-              "gp serve --model models/CodeFuse-CGM --served-model-name cgm --dtype bfloat16"],
+              "gp serve --model toy --served-model-name planner --dtype bfloat16 --port 8001"],
     "graph build": ["gp graph build datasets/sample/repos/invcalc --out invcalc.graph.json",
                     "gp graph build --task graphplanner-samples__minicfg-3"],
     "graph find": ["gp graph find 'cart add' datasets/sample/repos/invcalc",
@@ -33,15 +34,16 @@ EXAMPLES: dict[str, list[str]] = {
     "graph expand": ["gp graph expand fn:invcalc/cart.py::Cart.add --graph invcalc.graph.json --hop 2"],
     "graph read": ["gp graph read fn:invcalc/cart.py::Cart.add datasets/sample/repos/invcalc --context 2"],
     "sandbox reap": ["gp sandbox reap --dry-run", "gp sandbox reap --run-id 3f2a9c"],
-    "images build": ["gp images build prepared --split test"],
-    "images prepull": ["gp images prepull --manifest prepared/docker_images.txt --max-workers 8 --retries 3"],
-    "eval": ["gp eval -c configs/experiments/local_debug.yaml --limit 4",
-             "gp eval --dataset prepared/swebench/test.jsonl --model-path runs/x/checkpoints/global_step_3/hf "
-             "--sandbox docker --run-name nightly"],
-    "train": ["gp train -c configs/experiments/local_debug.yaml --set training.total_steps=3",
-              "gp train -c configs/experiments/planner_8g.yaml --dry-run"],
-    "sft": ["gp sft -c configs/experiments/local_debug.yaml --out runs/sft-demo",
-            "gp sft --source trajectories --trajectories runs/x/evals/abc/eval/trajectories --model-path Qwen/Qwen3-8B"],
+    "images build": ["gp images build prepared/sample"],
+    "images prepull": ["gp images prepull --manifest prepared/sample/docker_images.txt --max-workers 8 --retries 3"],
+    "eval": ["gp eval -c configs/experiments/local_debug.yaml --limit 2",
+             "gp eval -c configs/experiments/local_debug.yaml --model-path runs/try-grpo/checkpoints/step_1/model "
+             "--sandbox docker --limit 1 --run-name nightly"],
+    "train": ["gp train -c configs/experiments/local_debug.yaml --set training.total_steps=1 --run-name try-grpo",
+              "gp train -c configs/experiments/local_debug.yaml --dry-run"],
+    "sft": ["gp sft -c configs/experiments/local_debug.yaml --set training.sft.only_resolved=false --out runs/sft-demo",
+            "gp sft -c configs/experiments/local_debug.yaml --source trajectories "
+            "--trajectories runs/nightly/eval/trajectories --set training.sft.only_resolved=false"],
 }
 
 
