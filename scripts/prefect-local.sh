@@ -2,7 +2,10 @@
 # Run the Graph Planner deployments locally: a Prefect server, the process work pool, `prefect deploy --all`
 # (deployments/prefect.yaml) and a process worker; then print the UI URL and the commands that trigger runs.
 #
-#   scripts/prefect-local.sh start [--port 4200]   # idempotent: reuses a server/worker that is already up
+#   scripts/prefect-local.sh start [--port 4200] [--alert-webhook URL]
+#                                                  # idempotent: reuses a server/worker that is already up;
+#                                                  # --alert-webhook: a failed or crashed nightly-eval run is
+#                                                  # POSTed to URL (python -m flows.alerts)
 #   scripts/prefect-local.sh stop                  # cancels in-flight runs through the API (the worker ends their
 #                                                  # processes; state Cancelled, concurrency slot released), then
 #                                                  # stops what `start` started (recorded pids); seconds, at
@@ -26,13 +29,15 @@ STATE="$PROJECT/.cache/prefect-local"
 POOL="graph-planner-process"
 HOST="127.0.0.1"
 PORT=4200
+ALERT_WEBHOOK=""
 
 command="${1:-start}"
 shift || true
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --port) PORT="$2"; shift 2 ;;
-    *) echo "unknown option $1 (usage: $0 start|stop|status [--port PORT])" >&2; exit 2 ;;
+    --alert-webhook) ALERT_WEBHOOK="$2"; shift 2 ;;
+    *) echo "unknown option $1 (usage: $0 start|stop|status [--port PORT] [--alert-webhook URL])" >&2; exit 2 ;;
   esac
 done
 [[ "$command" != "start" && -f "$STATE/port" ]] && PORT="$(cat "$STATE/port")"
@@ -129,6 +134,9 @@ start() {
   "$BIN/prefect" --no-prompt deploy --all --prefect-file deployments/prefect.yaml >"$STATE/deploy.log" 2>&1 \
     || { echo "prefect deploy failed; see $STATE/deploy.log" >&2; exit 1; }
   echo "deployed: evaluate/nightly-eval (cron 0 2 * * * UTC), train/train, pipeline/pipeline"
+  if [[ -n "$ALERT_WEBHOOK" ]]; then
+    "$BIN/python" -m flows.alerts --webhook-url "$ALERT_WEBHOOK" || { echo "alert automation failed" >&2; exit 1; }
+  fi
   if alive worker; then
     echo "worker: already running (pid $(cat "$STATE/worker.pid"))"
   else
@@ -147,6 +155,8 @@ Trigger runs from a shell or CI (exit code 0 = Completed, 1 = Failed):
   $BIN/prefect deployment run 'evaluate/nightly-eval' --param limit=2 --watch
   $BIN/prefect deployment run 'train/train' --param 'overrides=["training.total_steps=1"]' --watch
   $BIN/python -m flows.trigger pipeline/pipeline --set eval.limit=2 --watch   # checks the config first
+Alert on a failed or crashed nightly run (a Slack-style JSON POST; or start with --alert-webhook URL):
+  $BIN/python -m flows.alerts --webhook-url URL
 Stop: scripts/prefect-local.sh stop
 EOF
 }

@@ -27,8 +27,19 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def local_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, str]]]:
-    """A project dir (code and data linked from the repo, outputs private) with a server + worker running."""
+def alert_posts() -> Iterator[tuple[str, list[dict]]]:
+    """A recording webhook: the URL and the requests POSTed to it."""
+    from prefect_fixtures import recording_webhook
+
+    with recording_webhook() as hook:
+        yield hook
+
+
+@pytest.fixture(scope="module")
+def local_server(tmp_path_factory: pytest.TempPathFactory,
+                 alert_posts: tuple[str, list[dict]]) -> Iterator[tuple[Path, dict[str, str]]]:
+    """A project dir (code and data linked from the repo, outputs private) with a server + worker running, and the
+    failure alert of the nightly eval pointed at ``alert_posts``."""
     project = tmp_path_factory.mktemp("project")
     for name in ("configs", "datasets", "deployments", "flows", "tasks"):
         (project / name).symlink_to(ROOT / name)
@@ -37,8 +48,8 @@ def local_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Pat
            "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "5",
            "PREFECT_BIN": str(BIN), "HF_HUB_OFFLINE": "1"}
     script = ["bash", str(ROOT / "scripts" / "prefect-local.sh")]
-    started = subprocess.run([*script, "start", "--port", str(port)], check=False, cwd=project, env=env, capture_output=True,
-                             text=True, timeout=240)
+    started = subprocess.run([*script, "start", "--port", str(port), "--alert-webhook", alert_posts[0]], check=False,
+                             cwd=project, env=env, capture_output=True, text=True, timeout=300)
     try:
         assert started.returncode == 0, started.stdout + started.stderr
         yield project, env
@@ -70,11 +81,19 @@ def test_ci_trigger_exits_zero_for_a_good_run_and_writes_the_report(local_server
     assert len(reports) == 1 and "Evaluation report" in reports[0].read_text()
 
 
-def test_ci_trigger_exits_one_for_a_failing_run(local_server) -> None:
+def test_ci_trigger_exits_one_for_a_failing_run_and_the_alert_is_posted(local_server, alert_posts) -> None:
     project, env = local_server
     done = deployment_run(env, project, "config_path=configs/experiments/does_not_exist.yaml")
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     assert "Failed" in done.stdout + done.stderr
+    _, received = alert_posts
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any(post["body"]["state"] == "Failed" for post in received):
+        time.sleep(1)
+    failed = [post["body"] for post in received if post["body"]["state"] == "Failed"]
+    assert failed, f"no alert for the failed nightly run (received: {received})"
+    assert failed[-1]["deployment"] == "evaluate/nightly-eval" and "does_not_exist.yaml" in failed[-1]["message"]
+    assert failed[-1]["url"].startswith("http://127.0.0.1:")  # the real server knows its UI URL
 
 
 def _trigger(env: dict[str, str], project: Path, *args: str) -> subprocess.CompletedProcess[str]:
