@@ -57,7 +57,7 @@ def _artifact(tmp_path: Path, model: str | None) -> str:
 
 def test_the_artifact_says_the_result_once_and_no_training_for_an_eval_that_trained_nothing(tmp_path: Path) -> None:
     markdown = _artifact(tmp_path, model=None)
-    assert markdown.count("Resolved **1/3** (33.3%) of 4 tasks.") == 1, markdown
+    assert markdown.count("Resolved **1/2** (50.0%) of 4 tasks; 1 errored") == 1, markdown
     assert "training" not in markdown.lower().replace("training curves", "")
     assert "Training curves" not in markdown
     assert "| task | label | resolved |" in markdown and "![Outcomes](data:image/png;base64," in markdown
@@ -65,7 +65,7 @@ def test_the_artifact_says_the_result_once_and_no_training_for_an_eval_that_trai
 
 def test_the_artifact_of_a_trained_model_names_its_training(tmp_path: Path) -> None:
     markdown = _artifact(tmp_path, model=str(tmp_path / "checkpoints" / "step_3"))
-    assert markdown.count("Resolved **1/3**") == 1
+    assert markdown.count("Resolved **1/2**") == 1
     assert "- training: local backend, " in markdown
 
 

@@ -16,7 +16,7 @@ from graph_planner.config.run_lock import run_lock
 from graph_planner.config.schema import RunConfig
 from graph_planner.data.record import TaskRecord
 from graph_planner.eval.results import TaskResult
-from graph_planner.eval.runner import EvalOutcome, iter_local, run_evaluation
+from graph_planner.eval.runner import EvalOutcome, Tally, iter_local, run_evaluation
 
 log = logging.getLogger(__name__)
 
@@ -156,16 +156,22 @@ def evaluate_dataset(config: RunConfig, dataset: str | Path | None = None, conso
     started = time.monotonic()
     # the run lock before telemetry opens: a run refused by it appends no metrics and writes no event file
     with run_lock(run_dir), run_telemetry(config, run_dir, job_type="eval") as tracker:
-        resolved = tampered = 0
+        tally = Tally()
+        ran = 0
 
         def track(result: TaskResult, done: int, total: int) -> None:
-            nonlocal resolved, tampered
-            resolved += int(result.resolved)
+            # step = tasks done (each task once, 1..total; a resume re-logs only the steps of the tasks it plays),
+            # so the summary logged at total + 1 never shares a step with a task's metrics
+            nonlocal ran
+            ran += 1
             minutes = max(time.monotonic() - started, 1e-6) / 60
-            tampered += int(result.tampered)
-            tracker({"eval/completed": done, "eval/resolved": resolved, "eval/resolved_rate_run": resolved / done,
-                     "grading/tampered_rate": tampered / done,
-                     "episodes_per_min": done / minutes, "eval/steps": result.steps}, done)
+            graded = max(tally.graded, 1)
+            metrics = {"eval/completed": done, "eval/graded": tally.graded, "eval/errors": tally.errors,
+                       "eval/resolved": tally.resolved, "eval/resolved_rate_run": tally.resolved / graded,
+                       "grading/tampered_rate": tally.tampered / graded, "episodes_per_min": ran / minutes}
+            if result.status == "finished":  # an error row played no episode: no steps to average in
+                metrics["eval/steps"] = result.steps
+            tracker(metrics, done)
             if on_result is not None:
                 on_result(result, done, total)
 
@@ -177,6 +183,7 @@ def evaluate_dataset(config: RunConfig, dataset: str | Path | None = None, conso
             harness=official_harness(config, tasks, run_dir, run_id) if config.eval.use_swebench_harness else None,
             console=console,
             on_result=track,
+            tally=tally,
         )
         publish_eval(tracker, outcome, len(tasks) + 1)
     return outcome

@@ -13,12 +13,16 @@ from graph_planner.config.cli_options import (
     config_options,
 )
 from graph_planner.disk import find_disk_error
+from graph_planner.eval.ray_faults import ClusterLost, exit_now
 
 #: Exit codes of `gp eval` (docs/evaluation.md): 0 every task ran (resolved or not), 2 bad input,
 #: 3 some task errored (sandbox_error / agent_error rows: the report holds them; resume retries them),
-#: 4 another run holds the run directory, 5 the output disk is full or read-only (graph_planner.disk).
+#: 4 another run holds the run directory, 5 the output disk is full or read-only (graph_planner.disk),
+#: 6 the Ray cluster's head was lost mid-run (eval.executor=ray): report.json holds what finished, the same command
+#: resumes.
 EXIT_TASK_ERRORS = 3
 EXIT_RUN_LOCKED = 4
+EXIT_CLUSTER_LOST = 6
 
 
 @config_options("config_file", "yaml_only", "set_items", "print_config", "wandb_offline", "dataset", "agent", "model_path", "cgm_model_path", "docker_manifest", "disable_cgm_synthesis", "run_name", "output_dir", "sandbox", "prepull_containers", "prepull_max_workers", "prepull_retries", "prepull_delay", "prepull_timeout", "val_dataset")
@@ -63,6 +67,9 @@ def eval_cmd(
     except RunLockedError as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(EXIT_RUN_LOCKED) from None
+    except ClusterLost as exc:
+        typer.echo(exc.line(), err=True)
+        exit_now(EXIT_CLUSTER_LOST)
     except (FileNotFoundError, ValueError, ConnectionError, RuntimeError) as exc:
         if find_disk_error(exc):
             raise  # exit 5 with one line (graph_planner.cli)

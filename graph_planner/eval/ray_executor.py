@@ -8,28 +8,44 @@ also keeps at most ``eval.batch_size`` x nodes tasks in flight so results stream
 from __future__ import annotations
 
 import logging
+import time
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 from graph_planner.config.schema import RunConfig
 from graph_planner.data.record import TaskRecord
+from graph_planner.eval.ray_faults import NODE_LOSS_ATTEMPTS, ClusterWatch, node_loss_kind
 from graph_planner.eval.results import TaskResult
 
 log = logging.getLogger(__name__)
+#: How long the driver waits for a result before it probes the cluster again.
+WAIT_S = 1.0
 
 
 def _episode_on_node(config_dict: dict[str, Any], task_json: str, dataset_dir: str, run_id: str) -> dict[str, Any]:
-    """Runs inside a Ray worker: rebuild config + episode function there (nothing unpicklable crosses)."""
+    """Runs inside a Ray worker: rebuild config + episode function there (nothing unpicklable crosses).
+
+    A Ray worker process lives on between tasks and is killed, not exited, when the cluster scales it down, so its
+    exit cleanup never runs: the sandbox templates it built are dropped after each task (`gp sandbox reap` removes
+    those of a worker killed mid-task). ``info.node`` is the Ray node id (two nodes may share a host)."""
     import socket
+
+    import ray
 
     from graph_planner.config.schema import RunConfig as _RunConfig
     from graph_planner.eval.episode import build_episode_fn
     from graph_planner.eval.runner import safe_episode
+    from graph_planner.sandbox.local_copies import drop_templates
 
     config = _RunConfig.model_validate(config_dict)
     task = TaskRecord.model_validate_json(task_json)
-    result = safe_episode(build_episode_fn(config, dataset_dir, run_id), task)
-    result.info["node"] = socket.gethostname()
+    try:
+        result = safe_episode(build_episode_fn(config, dataset_dir, run_id), task)
+    finally:
+        drop_templates()
+    result.info["node"] = ray.get_runtime_context().get_node_id()
+    result.info["host"] = socket.gethostname()
     return result.model_dump(mode="json")
 
 
@@ -51,22 +67,65 @@ def iter_ray(tasks: list[TaskRecord], config: RunConfig, dataset_dir: str, run_i
                 "client environment."
             ) from None
     nodes = max(1, len([n for n in ray.nodes() if n.get("Alive")]))
+    # retries are ours, not Ray's: a lost episode is played again from the start on a live node, and a task whose
+    # node keeps dying ends as an error row instead of being retried without bound
     remote = ray.remote(num_cpus=config.eval.ray_cpus_per_episode, scheduling_strategy="SPREAD",
                         max_retries=0)(_episode_on_node)
     config_dict = config_to_dict(config)
+    watch = ClusterWatch.of_driver()
+    names = _NodeNames()
     queue = list(tasks)
     inflight: dict[Any, TaskRecord] = {}
+    attempts: Counter[str] = Counter()
+    losses: dict[str, list[str]] = {}
     cap = config.eval.batch_size * nodes
     while queue or inflight:
-        while queue and len(inflight) < cap:
-            task = queue.pop(0)
-            inflight[remote.remote(config_dict, task.model_dump_json(), str(dataset_dir), run_id)] = task
-        ready, _ = ray.wait(list(inflight), num_returns=1)
+        if watch.check(len(queue) + len(inflight)):  # raises ClusterLost when the head stays unreachable
+            while queue and len(inflight) < cap:
+                task = queue.pop(0)
+                attempts[task.task_id] += 1
+                inflight[remote.remote(config_dict, task.model_dump_json(), str(dataset_dir), run_id)] = task
+        ready, _ = ray.wait(list(inflight), num_returns=1, timeout=WAIT_S) if inflight else ([], [])
+        if not inflight:
+            time.sleep(WAIT_S)
         for ref in ready:
             task = inflight.pop(ref)
             try:
-                yield TaskResult.model_validate(ray.get(ref))
-            except Exception as exc:  # noqa: BLE001 - a lost worker is recorded, not fatal to the run
+                row = TaskResult.model_validate(ray.get(ref))
+            except Exception as exc:  # noqa: BLE001 - a lost worker is retried or recorded, not fatal to the run
+                kind = node_loss_kind(exc)
+                if kind is not None:
+                    losses.setdefault(task.task_id, []).append(kind)
+                    if not watch.healthy:  # the head is going: the run ends, this attempt does not count
+                        attempts[task.task_id] -= 1
+                    if attempts[task.task_id] < NODE_LOSS_ATTEMPTS:
+                        log.warning("ray: %s lost its node (%s, attempt %d of %d); playing it again on a live node",
+                                    task.task_id, kind, attempts[task.task_id], NODE_LOSS_ATTEMPTS)
+                        queue.insert(0, task)
+                        continue
                 log.error("ray episode for %s failed: %s", task.task_id, exc)
                 yield TaskResult(instance_id=task.task_id, status="error", category="sandbox_error",
-                                 error=f"ray: {type(exc).__name__}: {exc}")
+                                 error=f"ray: {type(exc).__name__}: {exc}",
+                                 info={"attempts": attempts[task.task_id], "node_losses": losses.get(task.task_id, [])})
+                continue
+            row.info["node_name"] = names.name(row.info.get("node"))
+            if task.task_id in losses:
+                row.info["attempts"] = attempts[task.task_id]
+                row.info["node_losses"] = losses[task.task_id]
+            yield row
+
+
+class _NodeNames:
+    """Ray node id -> node name (``ray start --node-name``; Ray's default is the node's IP)."""
+
+    def __init__(self) -> None:
+        self._names: dict[str, str] = {}
+
+    def name(self, node_id: Any) -> str | None:
+        import ray
+
+        if not isinstance(node_id, str):
+            return None
+        if node_id not in self._names:
+            self._names.update({n["NodeID"]: str(n.get("NodeName") or "") for n in ray.nodes()})
+        return self._names.get(node_id) or None

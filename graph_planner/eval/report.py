@@ -15,37 +15,43 @@ from graph_planner.telemetry.plots import save_figure
 
 
 def summarise(results: list[TaskResult], total_tasks: int) -> dict[str, Any]:
-    """Counts and rates per label (policy and each baseline)."""
+    """Counts and rates per label (policy and each baseline).
+
+    An error row (sandbox died, node lost, model server down) is an attempt that produced no verdict: rates are
+    over graded tasks (finished rows), errors are counted beside them, steps and seconds are averaged over the
+    episodes that were played. ``completed_tasks`` is the policy's graded tasks."""
     by_label: dict[str, list[TaskResult]] = {}
     for r in results:
         by_label.setdefault(r.label, []).append(r)
     labels: dict[str, Any] = {}
     for label, rows in sorted(by_label.items()):
-        resolved = sum(r.resolved for r in rows)
-        steps = [r.steps for r in rows]
+        graded = [r for r in rows if r.status == "finished"]
+        resolved = sum(r.resolved for r in graded)
         labels[label] = {
             "tasks": len(rows),
+            "graded": len(graded),
             "resolved": resolved,
-            "resolved_rate": resolved / len(rows) if rows else 0.0,
+            "resolved_rate": resolved / len(graded) if graded else 0.0,
             "categories": dict(Counter(r.category for r in rows)),
-            "mean_steps": statistics.fmean(steps) if steps else 0.0,
-            "mean_seconds": statistics.fmean(r.seconds for r in rows) if rows else 0.0,
+            "mean_steps": statistics.fmean(r.steps for r in graded) if graded else 0.0,
+            "mean_seconds": statistics.fmean(r.seconds for r in graded) if graded else 0.0,
             "tokens": sum(r.tokens for r in rows),
-            "errors": sum(r.status == "error" for r in rows),
-            "tampered": sum(r.tampered for r in rows),
-            **_localisation(rows),
+            "errors": len(rows) - len(graded),
+            "tampered": sum(r.tampered for r in graded),
+            **_localisation(graded),
         }
-    policy = labels.get("policy", {"tasks": 0, "resolved": 0, "resolved_rate": 0.0, "tampered": 0})
+    policy = labels.get("policy", {"graded": 0, "resolved": 0, "resolved_rate": 0.0, "tampered": 0, "errors": 0})
     diagnostic = diagnostic_of(results)
     return {
         "diagnostic": diagnostic,
         "diagnostic_note": DIAGNOSTIC_NOTE.format(kind=diagnostic) if diagnostic else None,
         "total_tasks": total_tasks,
-        "completed_tasks": policy["tasks"],
+        "completed_tasks": policy["graded"],
+        "errors": policy["errors"],
         "resolved": policy["resolved"],
         "resolved_rate": policy["resolved_rate"],
         "tampered": policy["tampered"],
-        "tampered_rate": policy["tampered"] / policy["tasks"] if policy["tasks"] else 0.0,
+        "tampered_rate": policy["tampered"] / policy["graded"] if policy["graded"] else 0.0,
         "tamper_evidence": {r.instance_id: r.tamper_evidence for r in results if r.label == "policy" and r.tampered},
         "labels": labels,
     }
@@ -123,9 +129,12 @@ def table_cell(value: Any, limit: int = MAX_CELL_CHARS) -> str:
 
 
 def headline(summary: dict[str, Any]) -> str:
-    """The one-line result ("Resolved **1/4** (25.0%) of 4 tasks."), said once wherever the report is shown."""
+    """The one-line result ("Resolved **1/3** (33.3%) of 4 tasks; 1 errored ..."), said once wherever the report is
+    shown: the rate is over graded tasks, errors beside it."""
+    errors = summary.get("errors", 0)
     return (f"Resolved **{summary['resolved']}/{summary['completed_tasks']}** "
-            f"({summary['resolved_rate']:.1%}) of {summary['total_tasks']} tasks.")
+            f"({summary['resolved_rate']:.1%}) of {summary['total_tasks']} tasks"
+            + (f"; {errors} errored (no verdict; a resume plays them again)." if errors else "."))
 
 
 def _plot_all(summary: dict[str, Any], results: list[TaskResult], run_dir: Path, run_name: str) -> None:
@@ -136,7 +145,8 @@ def _plot_all(summary: dict[str, Any], results: list[TaskResult], run_dir: Path,
     policy = [r for r in results if r.label == "policy"]
     save_figure(plots.resolved_rate_figure(rates, run_name), run_dir / "resolved_rate.png")
     save_figure(plots.outcomes_figure(Counter(r.category for r in policy), run_name), run_dir / "outcomes.png")
-    save_figure(plots.steps_figure([r.steps for r in policy], run_name), run_dir / "steps_hist.png")
+    save_figure(plots.steps_figure([r.steps for r in policy if r.status == "finished"], run_name),
+                run_dir / "steps_hist.png")
 
 
 def render_markdown(summary: dict[str, Any], results: list[TaskResult], run_name: str) -> str:
@@ -145,17 +155,17 @@ def render_markdown(summary: dict[str, Any], results: list[TaskResult], run_name
     lines = [title, "", *([f"**{summary['diagnostic_note']}**", ""] if diagnostic else []), headline(summary), "",
              f"tampered: {summary.get('tampered', 0)} (graded runs forged from inside the test process: never "
              "resolved)", "",
-             "| label | tasks | resolved | rate | mean steps | errors | tampered | M recall | M precision | "
-             "W recall | gold read |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| label | tasks | graded | resolved | rate | mean steps | errors | tampered | M recall | M precision | "
+             "W recall | gold read |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for label, s in summary["labels"].items():
-        lines.append(f"| {table_cell(label)} | {s['tasks']} | {s['resolved']} | {s['resolved_rate']:.1%} | "
-                     f"{s['mean_steps']:.1f} | {s['errors']} | {s.get('tampered', 0)} | {_pct(s.get('loc_m_recall'))} | "
+        lines.append(f"| {table_cell(label)} | {s['tasks']} | {s['graded']} | {s['resolved']} | "
+                     f"{s['resolved_rate']:.1%} | {s['mean_steps']:.1f} | {s['errors']} | {s.get('tampered', 0)} | {_pct(s.get('loc_m_recall'))} | "
                      f"{_pct(s.get('loc_m_precision'))} | {_pct(s.get('loc_w_recall'))} | "
                      f"{_pct(s.get('loc_gold_read_rate'))} |")
     harness = summary.get("harness")
     if harness and harness.get("ran", True):
-        lines.append(f"| swebench harness | {harness.get('submitted')} | {harness.get('resolved')} | "
-                     f"{harness.get('resolved_rate', 0.0):.1%} | - | {harness.get('errors', 0)} | - |")
+        lines.append(f"| swebench harness | {harness.get('submitted')} | {harness.get('submitted')} | "
+                     f"{harness.get('resolved')} | {harness.get('resolved_rate', 0.0):.1%} | - | {harness.get('errors', 0)} | - |")
         lines += ["", (f"Official swebench harness: {harness.get('resolved')} resolved of "
                        f"{harness.get('submitted')} submitted ({harness.get('note', '')}).")]
         disagree = harness.get("disagreements") or []

@@ -21,6 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from graph_planner.config.run_lock import run_lock
 from graph_planner.data.record import TaskRecord
 from graph_planner.disk import find_disk_error
+from graph_planner.eval.ray_faults import ClusterLost
 from graph_planner.eval.report import diagnostic_model_name, write_report
 from graph_planner.eval.results import ResultsStore, TaskResult, write_predictions
 from graph_planner.termination import leave_pool, signalled
@@ -87,9 +88,40 @@ def iter_local(tasks: list[TaskRecord], episode_fn: EpisodeFn, concurrency: int)
                 yield fut.result()
 
 
+@dataclass
+class Tally:
+    """A run's running counts, each task once: a resumed run starts from the tasks already graded (their error rows
+    are played again, so they are not counted twice), and a rate is over graded tasks with errors beside it."""
+
+    graded: int = 0
+    resolved: int = 0
+    tampered: int = 0
+    errors: int = 0
+
+    @property
+    def done(self) -> int:
+        """Tasks with a row: graded or errored."""
+        return self.graded + self.errors
+
+    def add(self, result: TaskResult) -> None:
+        if result.status == "finished":
+            self.graded += 1
+            self.resolved += int(result.resolved)
+            self.tampered += int(result.tampered)
+        else:
+            self.errors += 1
+
+    def fields(self) -> dict[str, Any]:
+        """The progress bar's text fields."""
+        return {"resolved": self.resolved, "graded": self.graded,
+                "rate": f"{self.resolved / self.graded:.0%}" if self.graded else "-",
+                "errors": f", {self.errors} errored" if self.errors else ""}
+
+
 def _progress(console: Console) -> Progress:
     return Progress(TextColumn("[bold]eval[/bold]"), BarColumn(), MofNCompleteColumn(),
-                    TextColumn("resolved {task.fields[resolved]}/{task.completed:.0f} ({task.fields[rate]})"),
+                    TextColumn("resolved {task.fields[resolved]}/{task.fields[graded]} ({task.fields[rate]})"
+                               "{task.fields[errors]}"),
                     TimeElapsedColumn(), console=console, transient=False)
 
 
@@ -103,46 +135,55 @@ def run_evaluation(
     harness: Callable[[Path], dict[str, Any] | None] | None = None,
     console: Console | None = None,
     on_result: Callable[[TaskResult, int, int], None] | None = None,
+    tally: Tally | None = None,
 ) -> EvalOutcome:
     """Evaluate the not-yet-finished tasks and (re)write predictions and report.
 
     ``results_iter`` runs episodes (local threads or Ray tasks) and yields TaskResults as they finish;
     ``baselines`` optionally yields labelled gold/empty rows; ``harness`` optionally grades predictions.jsonl
-    with the official swebench harness and returns its numbers (None when it cannot run).
+    with the official swebench harness and returns its numbers (None when it cannot run). ``on_result`` gets each
+    row with the number of tasks done (each task once, resumed ones included) and the total; ``tally`` (filled
+    here) holds the running counts. A lost Ray cluster (ClusterLost) leaves the report of what finished.
     """
     console = console or Console(stderr=True)
     run_dir.mkdir(parents=True, exist_ok=True)
     with run_lock(run_dir):
         return _run_locked(tasks, run_dir, results_iter, model_name, run_name, baselines, harness, console,
-                           on_result)
+                           on_result, Tally() if tally is None else tally)
 
 
 def _run_locked(tasks: list[TaskRecord], run_dir: Path,
                 results_iter: Callable[[list[TaskRecord]], Iterable[TaskResult]], model_name: str, run_name: str,
                 baselines: Callable[[list[TaskRecord]], Iterable[TaskResult]] | None,
                 harness: Callable[[Path], dict[str, Any] | None] | None, console: Console,
-                on_result: Callable[[TaskResult, int, int], None] | None) -> EvalOutcome:
+                on_result: Callable[[TaskResult, int, int], None] | None, tally: Tally) -> EvalOutcome:
     store = ResultsStore(run_dir / "results.jsonl")
     finished = store.finished_ids()
     todo = [t for t in tasks if t.task_id not in finished]
     skipped = len(tasks) - len(todo)
     if skipped:
         console.print(f"resuming {run_dir}: {skipped} task(s) already finished, {len(todo)} to go")
-    previous = [r for r in store.load("policy") if r.instance_id in {t.task_id for t in tasks}]
-    resolved = sum(r.resolved for r in previous)
-    done_count = len(previous)
+    for row in store.load("policy"):
+        if row.status == "finished" and row.instance_id in finished and row.instance_id in {t.task_id for t in tasks}:
+            tally.add(row)
     ran = 0
     with _progress(console) as progress:
-        bar = progress.add_task("eval", total=len(tasks), completed=done_count, resolved=resolved,
-                                rate=f"{resolved / done_count:.0%}" if done_count else "-")
-        for result in results_iter(todo):
-            store.append(result)
-            ran += 1
-            done_count += 1
-            resolved += int(result.resolved)
-            progress.update(bar, advance=1, resolved=resolved, rate=f"{resolved / done_count:.0%}")
-            if on_result is not None:
-                on_result(result, done_count, len(tasks))
+        bar = progress.add_task("eval", total=len(tasks), completed=tally.done, **tally.fields())
+        try:
+            for result in results_iter(todo):
+                store.append(result)
+                ran += 1
+                tally.add(result)
+                progress.update(bar, completed=tally.done, **tally.fields())
+                if on_result is not None:
+                    on_result(result, tally.done, len(tasks))
+        except ClusterLost as lost:
+            rows = [r for r in store.load() if r.instance_id in {t.task_id for t in tasks}]
+            write_predictions(run_dir / "predictions.jsonl", rows, diagnostic_model_name(model_name, rows))
+            write_report(run_dir, rows, len(tasks), run_name)
+            lost.report = run_dir / "report.json"
+            lost.graded, lost.total = tally.graded, len(tasks)
+            raise
     if baselines is not None:
         have = {(r.label, r.instance_id) for r in store.load()}
         for row in baselines([t for t in tasks]):

@@ -84,6 +84,17 @@ def copy_from_template(source: Path, commit: str, dest: Path, run_id: str, task_
         return head
 
 
+def drop_templates() -> int:
+    """Remove this process's templates now; returns how many. For processes that outlive their work and are
+    killed rather than exited (Ray workers), whose exit cleanup never runs."""
+    with _template_lock:
+        roots = [repo.parent for repo, _head in _templates.values()]
+        _templates.clear()
+        for root in roots:
+            _drop_template(root)
+    return len(roots)
+
+
 def _drop_template(root: Path) -> None:
     shutil.rmtree(root, ignore_errors=True)
     release_copy(root)
