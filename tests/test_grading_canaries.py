@@ -102,6 +102,10 @@ def test_integrity_flags_self_contradicting_logs():
     assert check_integrity(teardown, 1, RunRecord(reports={"t.py::a": {"teardown": "failed"}}, exitstatus=1),
                            True, {}) == []
     assert check_integrity(teardown, 1, RunRecord(exitstatus=1), True, {})
+    # parametrised ids with spaces are different tests, not one test reported twice
+    params = "PASSED t.py::a[x y]\nFAILED t.py::a[x z] - boom\n" + summary
+    assert check_integrity(params, 1, RunRecord(exitstatus=1), True, {}) == []
+    assert check_integrity(honest, 0, None, False, {}) == []  # `pytest ... || true` exits 0 on its own
 
 
 def test_single_pytest_command():
@@ -119,6 +123,9 @@ def test_the_record_witnesses_passes():
     assert compare_with_log({"t.py::b": "PASSED", "t.py::c": "PASSED"}, record, {}) and \
         len(compare_with_log({"t.py::b": "PASSED", "t.py::c": "PASSED"}, record, {})) == 2
     assert parse_record("") is None and parse_record("not json") is None
+    two = parse_record('{"reports": {"a.py::x": {"call": "passed"}}, "exitstatus": 0}\n'
+                       '{"reports": {"b.py::y": {"call": "failed"}}, "exitstatus": 1}\n')
+    assert two is not None and set(two.reports) == {"a.py::x", "b.py::y"} and two.exitstatus == 1
     assert plugin_name() != plugin_name() and plugin_name().isalpha()
 
 

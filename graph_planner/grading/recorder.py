@@ -41,8 +41,8 @@ def pytest_sessionfinish(session):
     if hasattr(session.config, "workerinput"):
         return  # an xdist worker: the controller writes the record
     _REC["exitstatus"] = int(session.exitstatus)
-    with open(_OUT, "w") as handle:
-        _json.dump(_REC, handle)
+    with open(_OUT, "a") as handle:  # one line per session: a command may run pytest more than once
+        handle.write(_json.dumps(_REC) + "\\n")
 '''
 
 
@@ -81,13 +81,25 @@ def plugin_source(out_path: str) -> str:
 
 
 def parse_record(text: str) -> RunRecord | None:
-    """None when the plugin wrote nothing (the session never finished) or wrote something that is not a record."""
-    if not text.strip():
-        return None
-    try:
-        return RunRecord.model_validate(json.loads(text))
-    except (ValueError, ValidationError):
-        return None
+    """The sessions' lines merged (the exit status is the last session's). None when the plugin wrote nothing
+    (no session finished) or wrote something that is not a record."""
+    merged: RunRecord | None = None
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            session = RunRecord.model_validate(json.loads(line))
+        except (ValueError, ValidationError):
+            return None
+        if merged is None:
+            merged = session
+            continue
+        for nodeid, phases in session.reports.items():
+            merged.reports.setdefault(nodeid, {}).update(phases)
+        merged.collect_errors += session.collect_errors
+        merged.deselected += session.deselected
+        merged.exitstatus = session.exitstatus
+    return merged
 
 
 def compare_with_log(statuses: dict[str, str], record: RunRecord, describe: dict[str, str]) -> list[str]:

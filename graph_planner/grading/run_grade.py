@@ -92,7 +92,7 @@ def grade_checked_run(task: TaskRecord, graded: GradedOutput, checks: Checks, mo
     describe = {c.test_id: c.describe() for c in plan.canaries}
     evidence = check_integrity(graded.log, rc, record, checks.single_pytest, describe)
     finished = record.finished if record is not None else not checks.recorder
-    if checks.recorder and record is None and rc == 0:
+    if checks.recorder and checks.single_pytest and record is None and rc == 0:
         evidence.append("the test command exited 0 but pytest's session never finished")
     if record is not None:
         evidence += compare_with_log(statuses, record, describe)
