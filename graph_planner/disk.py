@@ -37,19 +37,22 @@ class DiskError(OSError):
 
 def find_disk_error(exc: BaseException | None) -> OSError | None:
     """The full/read-only-disk OSError behind ``exc`` (itself, its cause/context chain, or an exception group's
-    members), else None."""
+    members; one that names its file preferred), else None."""
     seen: set[int] = set()
     stack = [exc]
+    found: OSError | None = None
     while stack:
         current = stack.pop()
         if current is None or id(current) in seen:
             continue
         seen.add(id(current))
         if isinstance(current, OSError) and current.errno in DISK_ERRNOS:
-            return current
+            if current.filename:
+                return current
+            found = found or current
         stack.extend([current.__cause__, current.__context__])
         stack.extend(getattr(current, "exceptions", ()) or ())
-    return None
+    return found
 
 
 def human_bytes(n: float) -> str:
@@ -77,12 +80,15 @@ def free_bytes(path: str | Path) -> int | None:
 
 def disk_error_line(error: OSError) -> str:
     """``cannot write <path>: no space left on device (<free> free)`` (the path the write failed on)."""
-    path = error.filename or "<output>"
     if error.errno == errno.EROFS:
-        return f"cannot write {path}: read-only file system"
+        return f"cannot write {error.filename or '(path not known)'}: read-only file system"
     reason = "disk quota exceeded" if error.errno == errno.EDQUOT else "no space left on device"
-    free = free_bytes(path)
-    return f"cannot write {path}: {reason}" + (f" ({human_bytes(free)} free)" if free is not None else "")
+    if isinstance(error, DiskError) and str(error.strerror).startswith("needs at least"):
+        reason = f"not enough space left on device ({error.strerror})"
+    if not error.filename:
+        return f"cannot write (path not known): {reason}"
+    free = free_bytes(error.filename)
+    return f"cannot write {error.filename}: {reason}" + (f" ({human_bytes(free)} free)" if free is not None else "")
 
 
 def check_output_dir(path: str | Path, min_free: int = MIN_FREE_BYTES) -> Path:
@@ -112,14 +118,19 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temp path beside ``path``; on success it replaces ``path``, on any error it is removed (for
     writers that want a file name, e.g. matplotlib's savefig)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
-    os.close(fd)
+    tmp: str | None = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
+        os.close(fd)
         yield Path(tmp)
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as exc:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.errno in DISK_ERRNOS and not isinstance(exc, DiskError):
+            # a failed write() names no file: name the one the reader would have trusted
+            raise DiskError(exc.errno, os.strerror(exc.errno), str(path)) from exc
         raise
 
 

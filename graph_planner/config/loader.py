@@ -161,6 +161,8 @@ def load_run_config(
         path = Path(config_file)
         try:
             file_tree = move_seed_keys(read_yaml(path))
+        except ConfigError:
+            raise  # names the file already
         except ValueError as exc:
             raise ConfigError(f"{path}: {exc}") from None
         validate_tree(file_tree, str(path))  # errors name the file before CLI values are mixed in

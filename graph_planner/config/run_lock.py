@@ -72,17 +72,18 @@ def run_lock(run_dir: Path) -> Iterator[Path]:
                 _HELD[key] -= 1
         return
     key.mkdir(parents=True, exist_ok=True)
-    handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held for the whole run
+    handle = open(path, "a+b", buffering=0)  # noqa: SIM115 - held for the whole run; unbuffered: close never writes
     try:
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise RunLockedError(f"run directory {run_dir} is in use by {_holder(path)}; wait for that run to "
                                  "finish, or use another --run-name") from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
-        handle.flush()
+        try:  # who holds it, for the message of a refused run; the flock is the lock, so a full disk is no matter
+            os.ftruncate(handle.fileno(), 0)
+            os.write(handle.fileno(), f"pid {os.getpid()} on {socket.gethostname()}\n".encode())
+        except OSError:
+            pass
         with _HELD_GUARD:
             _HELD[key] = 1
         try:
