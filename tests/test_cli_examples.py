@@ -6,8 +6,9 @@ An example runs after the examples whose outputs it reads (`NEEDS`), as a user f
 Docker examples build the sample images themselves through `gp images build prepared/sample` (an example too):
 CI's Docker engine starts empty, and an image that only exists on a developer's machine must not make one pass.
 The only inputs a user brings are made here: `preds.jsonl` (predictions to grade; the gold patches of two sample
-tasks) and `../mylib` (a library with git history; the textkit sample, committed twice). `gp serve` examples run
-until their /health answers and are then stopped; their port is swapped for a free one.
+tasks) and `../mylib` (a library with git history: the textkit sample, a docs commit, then its issue-7 fix with a
+test, the kind of commit `gp data mine` turns into a task). `gp serve` examples run until their /health answers and
+are then stopped; their port is swapped for a free one.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 from docker_fixtures import base_image, docker_client, free_port  # noqa: F401 - pytest fixtures
 
 from graph_planner.cli_help import EXAMPLES
@@ -111,7 +113,7 @@ class Workspace:
         return self.run(need)
 
     def _library(self, lib: Path) -> subprocess.CompletedProcess[str]:
-        """The textkit sample as a user's library with history: an initial commit and a fix."""
+        """The textkit sample as a user's library with history: an initial commit, a docs commit and a fix."""
         if not lib.exists():
             shutil.copytree(REPO / "datasets/sample/repos/textkit", lib)
             git = ["git", "-C", str(lib), "-c", "user.name=gp", "-c", "user.email=gp@example.com"]
@@ -121,6 +123,13 @@ class Workspace:
             readme = lib / "README.md"
             readme.write_text(readme.read_text() + "\nSee the tests.\n" if readme.exists() else "textkit\n")
             subprocess.run([*git, "commit", "-qam", "docs"], check=True)
+            # a fix with its test, as `gp data mine` looks for: the bundled textkit-7 gold + test patches
+            task = next(t for t in yaml.safe_load((REPO / "datasets/sample/tasks.yaml").read_text())["tasks"]
+                        if t["task_id"].endswith("textkit-7"))
+            for patch in (task["gold_patch"], task["test_patch"]):
+                subprocess.run([*git, "apply", "-"], input=patch, text=True, check=True)
+            subprocess.run([*git, "add", "-A"], check=True)
+            subprocess.run([*git, "commit", "-qm", task["commit_message"]], check=True)
         return subprocess.CompletedProcess(["../mylib"], 0, "", "")
 
     def run(self, line: str) -> subprocess.CompletedProcess[str]:
