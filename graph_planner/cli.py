@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from typing import Any
 
@@ -82,7 +83,8 @@ def config_cmd(
 def preflight_cmd(
     **options: Any,
 ) -> None:
-    """Check the parallelism / resource rules; exit 1 listing every broken rule and the fixes."""
+    """Check the parallelism / resource rules and that the model paths load; exit 1 listing every problem."""
+    from graph_planner.config.model_paths import model_path_problems
     from graph_planner.config.preflight import preflight_check
 
     config = config_from_cli(options, write=False)
@@ -91,6 +93,11 @@ def preflight_cmd(
     except ValueError as exc:
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(1) from None
+    remote = config.training.backend == "verl" and (config.resources.ray_address or os.environ.get("RAY_ADDRESS"))
+    problems = [] if remote else model_path_problems(config, training=True)  # a cluster's paths are its own
+    if problems:
+        typer.echo("preflight failed:\n" + "\n".join(f"  - {p}" for p in problems), err=True)
+        raise typer.Exit(1)
     console.print(f"[green]preflight ok[/green]: {report.total_gpus} GPU(s) across "
                   f"{config.resources.num_nodes} node(s), training backend {config.training.backend}")
     if report.colocated:
