@@ -55,7 +55,9 @@ def test_canaries_only_where_a_pytest_run_goes_past_failures():
 def test_selected_ids_get_the_canary_ids_added_modules_do_not():
     task = _task()
     plan = plan_canaries(task, ["tests/test_wrap.py::test_wrap_splits_long_words"])
-    assert set(selection_additions(plan, ["tests/test_wrap.py::test_wrap_splits_long_words"])) == plan.ids()
+    added = selection_additions(plan, ["tests/test_wrap.py::test_wrap_splits_long_words"])
+    assert set(added) == plan.ids() and len(added) == 4  # plain canaries only: a TestCase may not be appended
+    assert not plan.unittest_sources
     assert selection_additions(plan, ["tests/test_wrap.py", "tests/test_ops.py"]) == []
     assert selection_additions(plan, []) == []
 

@@ -174,12 +174,19 @@ def _method(name: str, role: Role) -> str:
 
 def selection_additions(plan: CanaryPlan, targets: list[str]) -> list[str]:
     """Canary ids to add to the command's selection: only when the targets name tests, not their modules (no
-    targets = the whole suite, which collects every graded module)."""
+    targets = the whole suite, which collects every graded module). A unittest canary is appended only where the
+    module uses TestCase, which the command line cannot know beforehand: such modules keep their plain canaries
+    only (an id pytest cannot find would end the session)."""
     from graph_planner.grading.targets import covered
 
     if not targets:
         return []
-    return [c.test_id for c in plan.canaries if not covered(c.module, [t for t in targets if "::" not in t])]
+    modules = [t for t in targets if "::" not in t]
+    outside = {c.module for c in plan.canaries if not covered(c.module, modules)}
+    plan.canaries = [c for c in plan.canaries if not (c.style == "unittest" and c.module in outside)]
+    for module in outside:
+        plan.unittest_sources.pop(module, None)
+    return [c.test_id for c in plan.canaries if c.module in outside]
 
 
 @dataclass

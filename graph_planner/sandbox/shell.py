@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import posixpath
 import re
-import secrets
 import shlex
 import time
 from abc import ABC, abstractmethod
@@ -26,14 +25,9 @@ from typing import TYPE_CHECKING, ClassVar
 from typing_extensions import Self
 
 from graph_planner.episode.results import ExecResult, TestReport
-from graph_planner.grading.canary import CanaryPlan, plan_canaries, selection_additions, usable_for
-from graph_planner.grading.graded_command import build_script, parse_output
-from graph_planner.grading.guard import PYTEST_ENV_VARS, is_test_module
-from graph_planner.grading.integrity import single_pytest_command
-from graph_planner.grading.recorder import plugin_name, plugin_source
-from graph_planner.grading.run_grade import Checks, grade_checked_run
 from graph_planner.grading.targets import grading_targets
 from graph_planner.sandbox.base import HiddenPathError, PatchRejected, SandboxError
+from graph_planner.sandbox.checked_run import R2E_TESTS_DIR, run_checked
 from graph_planner.sandbox.grading_guard import GuardRunner
 from graph_planner.sandbox.history import trim_history_script
 from graph_planner.sandbox.patching import check_patch, created_files, touched_files, unsafe_path_reason
@@ -44,8 +38,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Where hidden R2E tests are installed (relative to the repo root) at grading time; R2E's run_tests.sh runs them.
-R2E_TESTS_DIR = "r2e_tests"
 _TREE_ID = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 _PATCH_FILE = ".git/gp_apply.patch"
 _TEST_PATCH_FILE = ".git/gp_test.patch"
@@ -358,7 +350,7 @@ class ShellSandbox(ABC):
                 return TestReport(resolved=False, mode=mode, error=error, seconds=time.monotonic() - start,
                                   guard=guard_notes)
             targets = list(selectors) if selectors else self.grading_targets()
-            report = self._run_checked(targets, mode, start)
+            report = run_checked(self, targets, mode, start)
             report.guard = guard_notes
             return report
         finally:
@@ -370,42 +362,6 @@ class ShellSandbox(ABC):
                 self.restore(snap)
             finally:
                 self._grading = False
-
-    def _run_checked(self, targets: list[str], mode: str, start: float) -> TestReport:
-        """The task's test command as one checked script (graded_command.py): canaries in the graded modules, the
-        recorder plugin, bounded output; graded by grade_checked_run."""
-        task = self.task
-        why_not = usable_for(task) if self.grading_checks else "grading checks switched off"
-        plan = CanaryPlan()
-        if why_not is None:
-            hidden = [f"{R2E_TESTS_DIR}/{n}" for n in sorted(task.hidden_tests) if is_test_module(n)]
-            if not hidden and self.hidden_tests_dir_in_sandbox and task.grading_mode == "r2e":
-                listing = self._exec_raw(f"ls {R2E_TESTS_DIR}", self.settings.exec_timeout, None)
-                hidden = [f"{R2E_TESTS_DIR}/{n}" for n in sorted(listing.stdout.split()) if is_test_module(n)]
-            plan = plan_canaries(task, targets, hidden)
-            targets = targets + selection_additions(plan, targets)
-        unset = [v for v in PYTEST_ENV_VARS if v not in task.env]
-        env_prefix = "export PYTHONDONTWRITEBYTECODE=1;" + (f" unset {' '.join(unset)};" if unset else "")
-        command = " ".join([task.test_cmd, *(shlex.quote(t) for t in targets)])
-        self._grading_dir = posixpath.join(self._grading_dir_parent(), secrets.token_hex(8))
-        plugin = None
-        if why_not is None:
-            plugin = (plugin_name(), plugin_source(self._grading_dir + "/record"))
-        script = build_script(self._grading_dir, command, env_prefix, plugin, plan.sources, plan.unittest_sources)
-        timeout = self.settings.test_timeout
-        res = self._exec_raw(script.script, timeout, None)
-        graded = parse_output(res.stdout, script.token)
-        if graded is None and res.timed_out:
-            graded = parse_output(self._exec_raw(script.collect, self.settings.exec_timeout, None).stdout,
-                                  script.token)
-        seconds = time.monotonic() - start
-        if graded is None:
-            return TestReport(resolved=False, mode=mode, rc=res.rc, seconds=seconds, timed_out=res.timed_out,
-                              log_tail=res.output[-4000:],
-                              error=(f"test command timed out after {timeout:g}s (sandbox.test_timeout)"
-                                     if res.timed_out else f"the graded command failed (exit {res.rc})"))
-        checks = Checks(plan=plan, recorder=plugin is not None, single_pytest=single_pytest_command(task.test_cmd))
-        return grade_checked_run(task, graded, checks, mode, seconds, timeout, timed_out=res.timed_out)
 
     def _grading_dir_parent(self) -> str:
         """Where a graded run keeps its recorder, record and output: outside the repository (and anything a patch
