@@ -18,7 +18,7 @@ EXAMPLES: dict[str, list[str]] = {
     "data prepare": ["gp data prepare -c configs/experiments/local_debug.yaml",
                      "gp data prepare --swebench-dataset datasets/sample/swebench/test.jsonl --skip-r2e "
                      "--out prepared/swebench-only"],
-    "data register": ["gp data register prepared/sample --name graph_planner_repoenv --rllm-layout"],
+    "data register": ["gp data register prepared/sample/r2e_gym --name graph_planner_repoenv --rllm-layout"],
     "data manifest": ["gp data manifest prepared/sample --docker-manifest prepared/sample/docker_images.txt"],
     "data synth": ["gp data synth --repo datasets/sample/repos/textkit --out prepared --max-tasks 5",
                    "gp data synth --repo ../mylib --seed 1 --per-target 3 --val-frac 0.2 --max-tasks 5"],

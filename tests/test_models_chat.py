@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import json
 import math
-import socket
-import threading
-import time
 
 import httpx
 import pytest
+from serve_fixtures import serving
 
 from graph_planner.config.schema import CGMGenerationConfig, RunConfig, SamplingConfig
 from graph_planner.episode.actions import Submit
@@ -33,22 +31,8 @@ def toy_chat():
 
 @pytest.fixture(scope="module")
 def server(toy_chat):
-    import uvicorn
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    config = uvicorn.Config(create_app(toy_chat, "toy"), host="127.0.0.1", port=port, log_level="warning")
-    srv = uvicorn.Server(config)
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not srv.started:
-        assert time.monotonic() < deadline, "gp serve app did not start within 30 s"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    srv.should_exit = True
-    thread.join(timeout=10)
+    with serving(create_app(toy_chat, "toy")) as url:
+        yield url
 
 
 def test_hf_chat_model_returns_token_ids_and_logprobs(toy_chat):

@@ -5,6 +5,10 @@
 ``rllm.agent.name=graph_planner rllm.env.name=graph_planner`` (with ``rllm.env.env_args.run_config_path=...``).
 Without rLLM the classes still import and run, on local stand-ins of rLLM's bases
 (:mod:`graph_planner.integrations.rllm.compat`).
+
+Importing this package with rLLM importable also installs the toy model's chat parser into rLLM's parser choice
+(:mod:`graph_planner.integrations.rllm.chat_parser`): in the driver and in every Ray worker that unpickles the
+adapter classes (passing the classes, as rLLM allows, reaches workers; names registered in the driver do not).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import importlib
 import logging
 
 from graph_planner.integrations.rllm.agent import GraphPlannerRLLMAgent
+from graph_planner.integrations.rllm.chat_parser import install_toy_chat_parser
 from graph_planner.integrations.rllm.compat import RLLM_AVAILABLE
 from graph_planner.integrations.rllm.env import GraphPlannerRLLMEnv
 
@@ -51,10 +56,14 @@ def register_with_rllm(name: str = RLLM_NAME) -> list[str]:
             if isinstance(target, dict):
                 target[name] = classes[kind]
                 updated.append(table)
+    install_toy_chat_parser()
     if not RLLM_AVAILABLE:
         log.warning("graph_planner's rLLM adapters were imported before rLLM was importable, so they subclass local "
                     "stand-ins of BaseAgent/BaseEnv (same methods); import rLLM first to get rLLM's own bases")
     return updated
 
+
+if RLLM_AVAILABLE:
+    install_toy_chat_parser()
 
 __all__ = ["RLLM_AVAILABLE", "RLLM_NAME", "GraphPlannerRLLMAgent", "GraphPlannerRLLMEnv", "register_with_rllm"]
