@@ -181,3 +181,24 @@ def test_candidates_on_lines_no_test_runs_are_dropped_before_validation(tmp_path
     kept, _ = plan_candidates(repo, "calc", 0, 10, executed)
     assert {m.target for m in everything} == {"fn:calc/ops.py::add", "fn:calc/ops.py::unused"}
     assert {m.target for m in kept} == {"fn:calc/ops.py::add"}
+
+
+@pytest.mark.slow
+def test_synth_reads_a_git_checkout_from_its_tracked_files(tmp_path):
+    """A git repository: only tracked files go into the task repository (an ignored build file never does), and
+    the task validates."""
+    repo = _write(tmp_path / "calc", {**TINY, ".gitignore": "build/\n", "build/junk.py": "X = 1\n",
+                                      "tests/test_ops.py": "from calc.ops import add, double\n\ndef test_add():\n"
+                                      "    assert add(1, 2) == 3\n\ndef test_double():\n    assert double(4) == 8\n"})
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "initial")
+    out = tmp_path / "prepared"
+    result = runner.invoke(app, ["data", "synth", "--repo", str(repo), "--out", str(out), "--max-tasks", "1"])
+    assert result.exit_code == 0, result.output
+    (split,) = [s for s in ("train", "val", "test") if (out / "synth" / f"{s}.jsonl").is_file()]
+    (record,) = read_task_records(out / "synth" / f"{split}.jsonl")
+    files = _git(out / "synth" / "repos" / "calc", "ls-tree", "-r", "--name-only", record.base_commit).split()
+    assert "build/junk.py" not in files and "calc/ops.py" in files
+    report = _validate(out / "synth" / f"{split}.jsonl")
+    assert report.ok, [(t.task_id, t.error) for t in report.failed]
