@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+import test_run_dirs
 import yaml
 from lock_holder import lock_held_elsewhere
 from test_run_dirs import TINY, gp_train
@@ -24,6 +25,7 @@ from graph_planner.cli import app
 from graph_planner.env.samples import LOCAL_DEBUG_CONFIG, prepare_bundled_samples
 
 TESTS = Path(__file__).resolve().parent
+cache_dir, scripted = test_run_dirs.cache_dir, test_run_dirs.scripted  # the fixtures: one toy cache, scripted rollouts
 
 
 def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
@@ -34,24 +36,6 @@ def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
 
 def changed(before: dict[str, tuple[bytes, int]], after: dict[str, tuple[bytes, int]]) -> list[str]:
     return sorted(name for name in before.keys() | after.keys() if before.get(name) != after.get(name))
-
-
-@pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory) -> str:
-    return str(tmp_path_factory.mktemp("toy-cache"))
-
-
-@pytest.fixture
-def scripted(monkeypatch: pytest.MonkeyPatch) -> None:
-    import torch
-    from test_run_dirs import PromptTask, scripted_rollout
-
-    from graph_planner.training import rollout
-
-    monkeypatch.setattr(rollout, "make_env_rollout", lambda config: ([PromptTask(0), PromptTask(1)], scripted_rollout))
-    threads = torch.get_num_threads()
-    yield
-    torch.set_num_threads(threads)
 
 
 def test_train_refused_on_a_finished_run_changes_none_of_its_files(tmp_path, cache_dir, scripted):
