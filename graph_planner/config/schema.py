@@ -461,7 +461,7 @@ class TelemetryConfig(Section):
 class DataConfig(Section):
     affects = frozenset({"data"})
     field_affects = {"dataset_name": frozenset({"register"})}
-    file_fields = frozenset({"r2e_dataset", "swebench_dataset", "custom_path", "repos_dir"})
+    file_fields = frozenset({"r2e_dataset", "swebench_dataset", "custom_path", "repos_dir", "synth_repos"})
     output_dir: str = Field("prepared", description="Where `gp data prepare` writes its sources.")
     hf_token: SecretStr | None = Field(None, description="HF token (default: HF_TOKEN env; never written).")
     r2e_dataset: str = Field("R2E-Gym/R2E-Gym-Lite", description="R2E-Gym hub name or local path.")
