@@ -80,12 +80,17 @@ class ClusterWatch:
 
     @classmethod
     def of_driver(cls) -> ClusterWatch:
-        """The endpoints of the Ray this process is connected to (``ray.init`` done)."""
+        """The endpoints of the Ray this process is connected to (``ray.init`` done); none to probe (never lost)
+        when the connection does not say them (a Ray Client ``ray://`` address)."""
         import ray
 
         context = ray.get_runtime_context()
-        endpoints = {f"the Ray head (GCS {context.gcs_address})": context.gcs_address}
-        own = context.get_node_id()
+        try:
+            gcs, own = context.gcs_address, context.get_node_id()
+        except Exception as exc:  # noqa: BLE001 - Ray Client contexts lack them: nothing to probe
+            log.warning("Ray: cannot tell the head's address (%s); a lost head is not detected", exc)
+            return cls({})
+        endpoints = {f"the Ray head (GCS {gcs})": gcs}
         for node in ray.nodes():
             if node.get("NodeID") == own and node.get("NodeManagerAddress") and node.get("NodeManagerPort"):
                 address = f"{node['NodeManagerAddress']}:{node['NodeManagerPort']}"
