@@ -14,7 +14,10 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|\[\d+m")
 @lru_cache(maxsize=1)
 def _registry() -> dict[str, Parser]:
     """Parser name -> function: swebench 5.x PARSER_REGISTRY, or the module's parse_log_* functions on 4.x."""
-    from swebench.harness import log_parsers  # slow import (docker, modal, datasets): only when grading
+    from graph_planner.imports import import_lock
+
+    with import_lock():  # slow import (docker, modal, datasets): only when grading, maybe in episode threads
+        from swebench.harness import log_parsers
 
     registry = getattr(log_parsers, "PARSER_REGISTRY", None)
     if isinstance(registry, dict):

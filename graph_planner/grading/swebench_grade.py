@@ -12,8 +12,11 @@ def grade_fail_to_pass(
     A test missing from ``statuses`` counts as a failure (swebench semantics); XFAIL counts as a pass, and a
     SKIPPED PASS_TO_PASS test is not a regression.
     """
-    from swebench.harness.constants import FAIL_TO_PASS, PASS_TO_PASS, ResolvedStatus
-    from swebench.harness.grading import get_eval_tests_report, get_resolution_status
+    from graph_planner.imports import import_lock
+
+    with import_lock():  # grading runs in episode threads
+        from swebench.harness.constants import FAIL_TO_PASS, PASS_TO_PASS, ResolvedStatus
+        from swebench.harness.grading import get_eval_tests_report, get_resolution_status
 
     report = get_eval_tests_report(dict(statuses), {FAIL_TO_PASS: list(fail_to_pass), PASS_TO_PASS: list(pass_to_pass)})
     resolved = get_resolution_status(report) == ResolvedStatus.FULL.value

@@ -220,11 +220,12 @@ class HFChatModel:
         dtype: str = "float32", device_map: str | Sequence[int] | None = "auto", seed: int | None = None,
         model: Any = None, tokenizer: Any = None, max_gpu_memory: str | None = None,
     ) -> None:
-        import torch
-        from transformers import AutoTokenizer
-
+        from graph_planner.imports import import_lock
         from graph_planner.models.loading import load_causal_lm
 
+        with import_lock():  # several episode threads build their models at once (graph_planner/imports.py)
+            import torch
+            from transformers import AutoTokenizer
         self.sampling = sampling or SamplingConfig()
         self.model_path = model_path
         self._torch = torch

@@ -17,7 +17,9 @@ MODEL_LOCK = threading.RLock()
 
 def load_causal_lm(path: str, **kwargs: Any):  # -> PreTrainedModel (transformers imported lazily)
     """``AutoModelForCausalLM.from_pretrained(path, **kwargs)`` under :data:`MODEL_LOCK`."""
-    from transformers import AutoModelForCausalLM
+    from graph_planner.imports import import_lock
 
+    with import_lock():
+        from transformers import AutoModelForCausalLM
     with MODEL_LOCK:
         return AutoModelForCausalLM.from_pretrained(path, **kwargs)

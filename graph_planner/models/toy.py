@@ -99,7 +99,11 @@ def _spec_key(spec: dict[str, object]) -> str:
 
 def _train_tokenizer(corpus: Iterable[str], vocab_size: int):  # -> PreTrainedTokenizerFast
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
+
+    from graph_planner.imports import import_lock
+
+    with import_lock():
+        from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -135,8 +139,11 @@ def _build_problem(model, initializer_range: float) -> str | None:  # model: Lla
 
 
 def _build_model(tokenizer, hidden: int, layers: int, seed: int):  # -> LlamaForCausalLM
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from graph_planner.imports import import_lock
+
+    with import_lock():
+        import torch
+        from transformers import LlamaConfig, LlamaForCausalLM
 
     heads = max(1, hidden // 16)
     config = LlamaConfig(

@@ -2,16 +2,17 @@
 
 On 2 cores a run spends most of its first rollout waiting on test runs in sandboxes; importing verl (~5 s,
 it pulls in Ray) or swebench's log parsers (~1.6 s, they pull in modal) meanwhile takes them off the critical
-path. Python's per-module import locks make this safe: a thread that imports the same module later waits for
-the background import to finish and gets the same module. A failed background import is only logged; the real
+path. The imports go through :func:`graph_planner.imports.import_once`: an episode thread's first import of the
+same packages waits for the background one and gets the same module. A failed background import is only logged; the real
 import where the module is used raises the error as before.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
+
+from graph_planner.imports import import_once
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ def import_in_background(*modules: str) -> threading.Thread:
     def run() -> None:
         for name in modules:
             try:
-                importlib.import_module(name)
+                import_once(name)  # under the import lock: an episode thread may make its first import meanwhile
             except Exception as exc:  # noqa: BLE001 - the real import at the point of use reports it
                 log.debug("background import of %s failed: %s", name, exc)
 
