@@ -121,14 +121,21 @@ def test_eval_killed_with_sigkill_resumes_without_loss_or_duplicates(tmp_path, p
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_eval_on_ray_executor_streams_results(tmp_path, prepared):
+def test_eval_on_ray_executor_streams_results(tmp_path, prepared, monkeypatch):
+    """No cluster configured: the executor starts a private local one with its own token, as `make test` runs it
+    (RAY_AUTH_MODE=token, no token anywhere) with a fresh HOME, and writes nothing there (before, ~/.ray/auth_token
+    appeared with mode 0644)."""
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)  # a real local Ray head
-    try:
-        cfg = rule_config(tmp_path, "gold", limit=3, **{"eval.executor": "ray"})
-        seen: list[str] = []
-        outcome = evaluate_dataset(cfg, prepared, on_result=lambda r, done, total: seen.append(r.instance_id))
-    finally:
-        ray.shutdown()
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    for key in ("RAY_ADDRESS", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+        monkeypatch.delenv(key, raising=False)
+    cfg = rule_config(tmp_path, "gold", limit=3, **{"eval.executor": "ray", "resources.ray_num_cpus": 2})
+    seen: list[str] = []
+    outcome = evaluate_dataset(cfg, prepared, on_result=lambda r, done, total: seen.append(r.instance_id))
+    assert not ray.is_initialized()  # the private cluster ends with the run
     assert len(seen) == 3 and outcome.summary["resolved"] == 3
     assert all(r.info.get("node") for r in outcome.results)
+    assert not (home / ".ray").exists()

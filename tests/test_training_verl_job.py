@@ -48,12 +48,20 @@ def job_head_pids(output: str) -> set[int]:
     return out
 
 
-def gp_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "VERL_PLATFORM")}
+def gp_env(**extra: str) -> dict[str, str]:
+    return {**{k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "VERL_PLATFORM")}, **extra}
 
 
-def gp(args: list[str], cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "graph_planner.cli", *args], cwd=cwd, env=gp_env(), text=True,
+def token_mode_env(home: Path) -> dict[str, str]:
+    """As `make test` runs it (RAY_AUTH_MODE=token, no token anywhere) with a fresh HOME: the private head makes
+    its own token, and nothing may land in HOME/.ray."""
+    env = gp_env(HOME=str(home), RAY_AUTH_MODE="token")
+    return {k: v for k, v in env.items() if k not in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")}
+
+
+def gp(args: list[str], cwd: Path, timeout: float = 900,
+       env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "graph_planner.cli", *args], cwd=cwd, env=env or gp_env(), text=True,
                           capture_output=True, timeout=timeout)
 
 
@@ -103,8 +111,9 @@ def failing_job(tmp_path_factory):
 def two_steps(tmp_path_factory, failing_job):
     """`gp train ... --set training.total_steps=2` from a fresh dir: (work dir, result, run dir, seconds)."""
     work = tmp_path_factory.mktemp("verljob")
+    (work / "home").mkdir()
     started = time.monotonic()
-    result = gp(train_args(work, "--set", "training.total_steps=2"), cwd=ROOT)
+    result = gp(train_args(work, "--set", "training.total_steps=2"), cwd=ROOT, env=token_mode_env(work / "home"))
     seconds = time.monotonic() - started
     return work, result, work / "runs" / "local_verl", seconds
 
@@ -121,6 +130,12 @@ def test_gp_train_runs_two_real_grpo_steps_as_a_ray_job(two_steps):
     assert "step:2 -" in result.stdout  # verl's own step line, followed from the job log
     assert not job_head_pids(result.stderr), "Ray processes of the job's head outlived gp train"
     print(f"2-step verl job: {seconds:.0f} s wall")
+
+
+def test_the_job_ran_on_a_token_auth_head_and_wrote_nothing_in_home(two_steps):
+    work, result, _, _ = two_steps
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert not (work / "home" / ".ray").exists(), list((work / "home").rglob("*"))[:20]
 
 
 def test_verl_path_metrics_carry_the_seed_names_in_the_run_trackers(two_steps):

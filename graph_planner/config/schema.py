@@ -248,8 +248,8 @@ class EnvConfig(Section):
     reward_scale: float = Field(1.0, gt=0, description="Multiplier on the success reward.")
     step_penalty: float = Field(0.0, ge=0, description="Subtracted each step (non-negative).")
     failure_penalty: float = Field(0.0, ge=0, description="Subtracted when an episode ends unresolved.")
-    tamper_penalty: float = Field(1.0, ge=0, description="Subtracted (with failure_penalty) when a graded test run "
-                                  "of the episode was forged from inside the test process (verdict tampered); "
+    tamper_penalty: float = Field(1.0, ge=0, description="Subtracted (with failure_penalty) when the graded run of "
+                                  "the submitted tree was forged from inside the test process (verdict tampered); "
                                   "such an episode gets no localisation reward.")
     timeout_penalty: float = Field(0.0, ge=0, description="Subtracted when a step/op limit ends the episode.")
     format_penalty: float = Field(0.05, ge=0, description="Subtracted for an invalid (unparsable) action "

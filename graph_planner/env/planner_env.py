@@ -111,8 +111,7 @@ class EpisodeStats:
             "tests_run": self.tests_run,
             "tokens": {"synth_prompt": self.synth_prompt_tokens, "synth_completion": self.synth_completion_tokens},
             "diagnostic": ",".join(sorted(self.diagnostics)) or None,
-            "tampered": self.tampered_runs > 0, "tampered_runs": self.tampered_runs,
-            "tamper_evidence": list(self.tamper_evidence),
+            "tampered_runs": self.tampered_runs, "tamper_evidence": list(self.tamper_evidence),
         }
 
 
@@ -204,7 +203,8 @@ class PlannerEnv:
         """Apply one action (or parse a raw model output first). Rewards: -step_penalty every step,
         -format_penalty for an invalid output, +success_reward*reward_scale when submit resolves the task,
         -failure_penalty when the episode ends unresolved, -timeout_penalty when a limit ends it, -tamper_penalty
-        (and no localisation reward) when any graded test run of the episode was forged."""
+        (and no localisation reward) when the submitted tree's graded run was forged. A forged run inside the
+        episode (repair check, run_tests) is rolled back and recorded, not charged: it leaves nothing to submit."""
         if self.done or self.graph is None:
             raise RuntimeError(f"episode of task {self.task.task_id} is over (or not started): call reset()")
         cfg = self.env_config
@@ -237,9 +237,12 @@ class PlannerEnv:
             self.stats.actions[action.name] += 1  # type: ignore[attr-defined]
             result, error, resolved = self._dispatch(action, info)
         done, reason = False, ""
+        forged = bool((info.get("grading") or {}).get("tampered"))  # the submitted tree's verdict is tampered
         if action is not None and action.name == "submit":  # type: ignore[attr-defined]
             done, reason = True, "submitted"
             reward += cfg.success_reward * cfg.reward_scale if resolved else -cfg.failure_penalty
+            if forged:
+                reward -= cfg.tamper_penalty
         elif self.repo_ops >= cfg.repo_op_limit:
             done, reason = True, "repo_op_limit"
         elif self.step_count >= self.max_steps:
@@ -251,10 +254,8 @@ class PlannerEnv:
             is_read = action is not None and action.name == "read" and not error  # type: ignore[attr-defined]
             read_node = action.node_id if is_read else None  # type: ignore[union-attr,attr-defined]
             loc.observe(self.step_count, self.memory.entries, self.memory.working, read_node=read_node)
-            if done and cfg.localisation_reward > 0 and not self.stats.tampered_runs:
+            if done and cfg.localisation_reward > 0 and not forged:
                 reward += cfg.localisation_reward * loc.peak_m_recall
-        if done and self.stats.tampered_runs:
-            reward -= cfg.tamper_penalty
         info.update(action=action_to_dict(action) if action is not None else None, result=result, error=error,
                     warnings=warnings, repo_ops=self.repo_ops)
         text, obs = render(self.task, self.memory, self.step_count, self.max_steps,
@@ -262,7 +263,7 @@ class PlannerEnv:
                            last_repair=self.last_repair)
         if done:
             self.done = True
-            info["episode"] = self._episode_info(reason, resolved)
+            info["episode"] = self._episode_info(reason, resolved, forged)
             if reason != "submitted":
                 text += f"\nEpisode ended: {reason.replace('_', ' ')} reached without submit."
         return StepResult(text, obs, round(reward, 6), done, info)
@@ -405,15 +406,16 @@ class PlannerEnv:
             return {"resolved": False, "tampered": True, "error": None}, None, False
         return {"resolved": report.resolved, "error": report.error}, report.error, report.resolved
 
-    def _episode_info(self, reason: str, resolved: bool) -> dict[str, Any]:
+    def _episode_info(self, reason: str, resolved: bool, forged: bool = False) -> dict[str, Any]:
         try:
             patch = self.sandbox.diff()
         except SandboxError as exc:
             log.warning("task %s: could not read the final diff: %s", self.task.task_id, exc)
             patch = ""
-        verdict = "tampered" if self.stats.tampered_runs else ("resolved" if resolved else "unresolved")
-        return {"task_id": self.task.task_id, "termination_reason": reason, "resolved": resolved, "verdict": verdict,
-                "steps": self.step_count, "max_steps": self.max_steps, "repo_ops": self.repo_ops, "patch": patch,
+        verdict = "tampered" if forged else ("resolved" if resolved else "unresolved")
+        return {"task_id": self.task.task_id, "termination_reason": reason, "resolved": resolved,
+                "verdict": verdict, "tampered": forged, "steps": self.step_count, "max_steps": self.max_steps,
+                "repo_ops": self.repo_ops, "patch": patch,
                 "synthesizer": getattr(self.synthesizer, "name", type(self.synthesizer).__name__),
                 "localisation": self.localisation.summary() if self.localisation is not None else None,
                 **self.stats.to_dict()}

@@ -45,6 +45,7 @@ def eval_cmd(
     from graph_planner.config.run_lock import RunLockedError
     from graph_planner.disk import check_output_dir
     from graph_planner.eval.api import EVAL_SUBDIR, eval_run_dir, evaluate_dataset, load_eval_tasks
+    from graph_planner.eval.ray_executor import check_executor
     from graph_planner.sandbox.prepull import prepull_for_run
 
     config = config_from_cli({**locals(), **options}, write=False, extra_map={
@@ -60,6 +61,7 @@ def eval_cmd(
         problems = model_path_problems(config)
         if problems:
             raise ValueError("; ".join(problems))
+        check_executor(config)  # a user's token-auth cluster without a token: refused before anything is written
         with owned_run(config, lock_dir=EVAL_SUBDIR):
             check_output_dir(eval_run_dir(config))
             prepull_for_run(config.images, [config.paths.dataset_eval, config.paths.dataset_val])
@@ -77,15 +79,15 @@ def eval_cmd(
         raise typer.Exit(2) from None
     diagnostic = outcome.summary.get("diagnostic")
     table = Table(title=f"eval {config.run_name}" + (f" — DIAGNOSTIC ({diagnostic})" if diagnostic else ""))
-    for column in ("label", "tasks", "resolved", "rate", "mean steps", "errors"):
+    for column in ("label", "tasks", "resolved", "rate", "mean steps", "errors", "tampered"):
         table.add_column(column)
     for label, s in outcome.summary["labels"].items():
         table.add_row(label, str(s["tasks"]), str(s["resolved"]), f"{s['resolved_rate']:.1%}",
-                      f"{s['mean_steps']:.1f}", str(s["errors"]))
+                      f"{s['mean_steps']:.1f}", str(s["errors"]), str(s.get("tampered", 0)))
     harness = outcome.summary.get("harness")
     if harness and harness.get("ran"):
         table.add_row("swebench harness", str(harness["submitted"]), str(harness["resolved"]),
-                      f"{harness['resolved_rate']:.1%}", "-", str(harness.get("errors", 0)))
+                      f"{harness['resolved_rate']:.1%}", "-", str(harness.get("errors", 0)), "-")
     console.print(table)
     if harness and not harness.get("ran"):
         console.print(f"official swebench harness did not run: {harness['note']}")

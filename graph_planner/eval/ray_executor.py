@@ -3,11 +3,18 @@
 Each node runs its own sandboxes. Concurrency per node is capped by Ray's CPU accounting: every episode reserves
 ``eval.ray_cpus_per_episode`` CPUs, so a node with C CPUs runs at most C / that many episodes at once; the driver
 also keeps at most ``eval.batch_size`` x nodes tasks in flight so results stream instead of arriving at the end.
+
+The cluster: ``resources.ray_address`` / ``RAY_ADDRESS`` (a user's cluster, with the user's own Ray auth; token
+mode without a token is refused before anything starts), else a private local cluster started for the run with
+token auth (a fresh token in a 0700 dir, nothing under ``~/.ray``: :mod:`graph_planner.integrations.ray_auth`),
+stopped when the run ends. A Ray already initialised in this process is used as it is.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -17,6 +24,7 @@ from graph_planner.config.schema import RunConfig
 from graph_planner.data.record import TaskRecord
 from graph_planner.eval.ray_faults import NODE_LOSS_ATTEMPTS, ClusterWatch, node_loss_kind
 from graph_planner.eval.results import TaskResult
+from graph_planner.integrations.ray_auth import AUTH_VARS, PrivateRayAuth, check_user_auth, user_auth_problem
 
 log = logging.getLogger(__name__)
 #: How long the driver waits for a result before it probes the cluster again.
@@ -49,23 +57,117 @@ def _episode_on_node(config_dict: dict[str, Any], task_json: str, dataset_dir: s
     return result.model_dump(mode="json")
 
 
-def iter_ray(tasks: list[TaskRecord], config: RunConfig, dataset_dir: str, run_id: str,
-             address: str | None = None) -> Iterator[TaskResult]:
-    """Submit one Ray task per episode and yield results in completion order."""
+def cluster_address(config: RunConfig, address: str | None = None) -> str | None:
+    """The user's cluster (argument, ``resources.ray_address``, ``RAY_ADDRESS``), None for a private one."""
+    return address or config.resources.ray_address or os.environ.get("RAY_ADDRESS") or None
+
+
+def executor_problems(config: RunConfig) -> list[str]:
+    """Checked before a run starts: a user's cluster in token mode needs the user's token."""
+    if config.eval.executor != "ray" or cluster_address(config) is None:
+        return []
+    problem = user_auth_problem()
+    return [f"eval.executor=ray: {problem}"] if problem else []
+
+
+def check_executor(config: RunConfig) -> None:
+    """Raise RayAuthError (a ValueError: `gp eval` exits 2 with one line) for :func:`executor_problems`."""
+    from graph_planner.integrations.ray_auth import RayAuthError
+
+    problems = executor_problems(config)
+    if problems:
+        raise RayAuthError("; ".join(problems))
+
+
+def _refresh_ray_auth() -> None:
+    """Ray caches its auth mode and token per process; re-read them from the environment just set (Ray-internal
+    calls: ``ray.init`` has no argument for them)."""
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
+
+
+@contextlib.contextmanager
+def ray_session(config: RunConfig, address: str | None = None) -> Iterator[None]:
+    """Ray connected for the block: the one already initialised, the user's cluster, or a private local cluster
+    with its own token (its processes and this driver read it through Ray's variables, restored afterwards)."""
     import ray
 
-    from graph_planner.config.loader import config_to_dict
-
-    if not ray.is_initialized():
-        target = address or config.resources.ray_address or "auto"
+    if ray.is_initialized():
+        yield
+        return
+    target = cluster_address(config, address)
+    if target is not None:
+        check_user_auth()
         try:
             ray.init(address=target, log_to_driver=False)
         except (ConnectionError, RuntimeError) as exc:
             raise ConnectionError(
-                f"eval.executor=ray: cannot reach a Ray cluster at {target!r} ({exc}). Start one (`ray start --head`) "
-                "or set resources.ray_address / RAY_ADDRESS; Ray >= 2.59 clusters need RAY_AUTH_MODE=token in the "
-                "client environment."
+                f"eval.executor=ray: cannot reach a Ray cluster at {target!r} ({exc}). Set resources.ray_address / "
+                "RAY_ADDRESS to a running cluster, or leave both unset for a private local one; token-auth clusters "
+                "need RAY_AUTH_MODE=token with RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH."
             ) from None
+        try:
+            yield
+        finally:
+            ray.shutdown()
+        return
+    auth = PrivateRayAuth.create(prefix="gpevalray-")
+    saved = {k: os.environ.get(k) for k in AUTH_VARS}
+    for key in AUTH_VARS:
+        os.environ.pop(key, None)
+    os.environ.update(auth.env())
+    try:
+        _refresh_ray_auth()
+        _init_private(config, auth)
+        log.info("eval.executor=ray: a private local Ray cluster (token auth, temp dir %s)", auth.ray_temp_dir)
+        yield
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        with contextlib.suppress(Exception):
+            _refresh_ray_auth()
+        auth.remove()
+
+
+#: Starts of a private cluster: on a loaded machine Ray's fixed 30 s wait for its raylet can run out once.
+PRIVATE_START_TRIES = 2
+
+
+def _init_private(config: RunConfig, auth: PrivateRayAuth) -> None:
+    import ray
+
+    for attempt in range(1, PRIVATE_START_TRIES + 1):
+        try:
+            ray.init(num_cpus=max(1, config.resources.ray_num_cpus), include_dashboard=False, log_to_driver=False,
+                     _temp_dir=str(auth.ray_temp_dir))
+            return
+        except Exception as exc:
+            if "timed out during startup" not in str(exc) or attempt == PRIVATE_START_TRIES:
+                raise
+            log.warning("eval.executor=ray: the private Ray cluster did not start (%s); starting it again", exc)
+            ray.shutdown()
+
+
+def iter_ray(tasks: list[TaskRecord], config: RunConfig, dataset_dir: str, run_id: str,
+             address: str | None = None) -> Iterator[TaskResult]:
+    """Submit one Ray task per episode and yield results in completion order."""
+    with ray_session(config, address):
+        yield from _iter_on_cluster(tasks, config, dataset_dir, run_id)
+
+
+def _iter_on_cluster(tasks: list[TaskRecord], config: RunConfig, dataset_dir: str,
+                     run_id: str) -> Iterator[TaskResult]:
+    import ray
+
+    from graph_planner.config.loader import config_to_dict
+
     nodes = max(1, len([n for n in ray.nodes() if n.get("Alive")]))
     # retries are ours, not Ray's: a lost episode is played again from the start on a live node, and a task whose
     # node keeps dying ends as an error row instead of being retried without bound

@@ -7,8 +7,9 @@ and it is stopped through the processes it started: SIGTERM to the ``ray start -
 process whose command line names the head's temp dir (raylet, GCS, dashboard, workers), SIGKILL after a grace
 period. Its resources: at least 4 logical CPUs (verl's placement bundle asks ``{"GPU": 1, "CPU": 3}``) and, on a
 machine without CUDA, one *logical* GPU that verl's resource pool counts (the ``cpu`` platform of
-:mod:`graph_planner.training.verl_cpu` runs the work). The head runs with Ray token auth off: its dashboard
-listens on 127.0.0.1 and it lives for one job.
+:mod:`graph_planner.training.verl_cpu` runs the work). The head runs with Ray token auth: a fresh token per head
+in a private 0700 dir that also holds its Ray temp dir (:mod:`graph_planner.integrations.ray_auth`), so no other
+process of the host can submit to it; its dashboard listens on 127.0.0.1 only.
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Any
+
+from graph_planner.integrations.ray_auth import PrivateRayAuth
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +39,16 @@ STOP_GRACE_S = 20.0
 
 class RayHeadError(RuntimeError):
     """The local head did not start; the message names its log."""
+
+
+#: Heads of this process that are up, by dashboard URL: a client for one of them sends its token.
+_LIVE: dict[str, LocalRayHead] = {}
+
+
+def head_headers(address: str) -> dict[str, str]:
+    """The Authorization header for ``address`` when it is a private head of this process ({} otherwise)."""
+    head = _LIVE.get(address.rstrip("/"))
+    return head.auth.headers() if head is not None else {}
 
 
 def _free_port() -> int:
@@ -61,11 +74,16 @@ class LocalRayHead:
     num_cpus: int
     num_gpus: int
     log_path: Path
-    temp_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="gpray-", dir="/tmp")))
+    auth: PrivateRayAuth = field(default_factory=PrivateRayAuth.create)
+    temp_dir: Path = field(default=Path())  # Ray's temp dir: inside ``auth.root`` unless given
     dashboard_port: int = field(default_factory=_free_port)
     gcs_port: int = field(default_factory=_free_port)
     process: subprocess.Popen[bytes] | None = None
     started_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.temp_dir == Path():
+            self.temp_dir = self.auth.ray_temp_dir
 
     @property
     def dashboard_url(self) -> str:
@@ -94,7 +112,7 @@ class LocalRayHead:
         """Start the head and wait until its job API answers; raise RayHeadError (after cleanup) otherwise."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         bin_dir = str(Path(sys.executable).parent)
-        env = {**os.environ, "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}", "RAY_AUTH_MODE": "disabled",
+        env = {**self.auth.process_env(), "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}",
                "RAY_USAGE_STATS_ENABLED": "0"}
         env.pop("RAY_ADDRESS", None)
         started = time.monotonic()
@@ -109,12 +127,17 @@ class LocalRayHead:
             self.stop()
             raise
         self.started_s = time.monotonic() - started
+        _LIVE[self.dashboard_url] = self
         log.info("Ray head up in %.1f s", self.started_s)
         return self
 
-    def _wait_ready(self, timeout_s: float) -> None:
+    def client(self) -> Any:  # -> JobSubmissionClient
+        """A job client that authenticates to this head."""
         from ray.job_submission import JobSubmissionClient
 
+        return JobSubmissionClient(self.dashboard_url, headers=self.auth.headers())
+
+    def _wait_ready(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         last: Exception | None = None
         while time.monotonic() < deadline:
@@ -123,13 +146,24 @@ class LocalRayHead:
                 raise RayHeadError(f"the local Ray head exited with code {self.process.returncode} before it was "
                                    f"ready; see its log {self.log_path}:\n{self.log_tail()}")
             try:
-                JobSubmissionClient(self.dashboard_url).list_jobs()
-                return
+                self.client().list_jobs()
+                if self._node_alive():  # the dashboard answers before the raylet registers, and `ray start` gives
+                    return  # up (exit) when that takes over 30 s: a loaded machine
+                last = RuntimeError("the head's node has not registered yet")
             except Exception as exc:  # noqa: BLE001 - dashboard not up yet (connection refused, 5xx)
                 last = exc
-                time.sleep(1.0)
+            time.sleep(1.0)
         raise RayHeadError(f"the local Ray head did not answer at {self.dashboard_url} within {timeout_s:.0f} s "
                            f"({last}); see its log {self.log_path}:\n{self.log_tail()}")
+
+    def _node_alive(self) -> bool:
+        from ray.util.state import StateApiClient
+        from ray.util.state.common import ListApiOptions, StateResource
+
+        client = StateApiClient(address=self.dashboard_url,
+                                headers={"Content-Type": "application/json", **self.auth.headers()})
+        nodes = client.list(StateResource.NODES, options=ListApiOptions(detail=False), raise_on_missing_output=False)
+        return any(getattr(n, "state", None) == "ALIVE" for n in nodes)
 
     def log_tail(self, lines: int = 15) -> str:
         try:
@@ -168,6 +202,7 @@ class LocalRayHead:
         """Stop every process of this head (by PID, never ``ray stop``); returns the PIDs that needed SIGKILL."""
         import psutil
 
+        _LIVE.pop(self.dashboard_url, None)
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -198,6 +233,7 @@ class LocalRayHead:
             except subprocess.TimeoutExpired:
                 pass
         shutil.rmtree(self.temp_dir, ignore_errors=True)
+        self.auth.remove()
         if killed:
             log.info("Ray head: SIGKILL for %s after SIGTERM", killed)
         return killed

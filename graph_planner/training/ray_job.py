@@ -5,7 +5,9 @@
 interrupted or passed ``resources.job_deadline_s``; 2 it was refused before submission (cluster unreachable,
 token auth missing, not enough GPUs, local head did not start).
 Auth: Ray 2.60 clusters use token auth; the client honours Ray's own ``RAY_AUTH_MODE=token`` with
-``RAY_AUTH_TOKEN`` / ``RAY_AUTH_TOKEN_PATH`` (default ``~/.ray/auth_token``). The address is
+``RAY_AUTH_TOKEN`` / ``RAY_AUTH_TOKEN_PATH`` (default ``~/.ray/auth_token``), and token mode without a token is
+refused before anything starts. A private head gets its own fresh token (:mod:`graph_planner.integrations.ray_auth`),
+which its clients send as a header. The address is
 ``resources.ray_address``, else Ray's ``RAY_ADDRESS``, else a private local head started for this job
 (:mod:`graph_planner.training.ray_head`; on a machine without CUDA the job runs verl on CPU through
 :mod:`graph_planner.training.verl_cpu`).
@@ -31,7 +33,14 @@ import graph_planner
 from graph_planner import termination
 from graph_planner.config.paths import RESOLVED_CONFIG, run_paths
 from graph_planner.config.schema import RunConfig
-from graph_planner.training.ray_head import MIN_LOGICAL_CPUS, LocalRayHead, RayHeadError, local_gpu_count
+from graph_planner.integrations.ray_auth import RayAuthError, user_auth_problem, user_headers
+from graph_planner.training.ray_head import (
+    MIN_LOGICAL_CPUS,
+    LocalRayHead,
+    RayHeadError,
+    head_headers,
+    local_gpu_count,
+)
 
 log = logging.getLogger(__name__)
 
@@ -109,12 +118,20 @@ def job_entrypoint(python: str, entrypoint_args: Sequence[str]) -> str:
     return shlex.join([python, "-m", ENTRY_MODULE, *entrypoint_args])
 
 
+def user_cluster_auth_problem(config: RunConfig) -> str | None:
+    """A user's cluster (``resources.ray_address`` / ``RAY_ADDRESS``) with RAY_AUTH_MODE=token and no token: said
+    at once, not after Ray's waits. A private head makes its own token, so the user's token mode needs none."""
+    if config.resources.ray_address or os.environ.get("RAY_ADDRESS"):
+        return user_auth_problem()
+    return None
+
+
 def connect(address: str):  # -> JobSubmissionClient
     """A JobSubmissionClient for ``address``; unreachable or unauthenticated clusters raise ClusterRefused."""
     from ray.job_submission import JobSubmissionClient
 
     try:
-        return JobSubmissionClient(address)
+        return JobSubmissionClient(address, headers=head_headers(address) or user_headers() or None)
     except Exception as exc:  # noqa: BLE001 - ray raises ConnectionError / AuthenticationError / RuntimeError
         text = str(exc)
         if "auth" in text.lower() or "token" in text.lower():
@@ -127,11 +144,16 @@ def connect(address: str):  # -> JobSubmissionClient
 
 def cluster_gpus(dashboard_address: str, wait_s: float = 30.0) -> float:
     """Total GPUs of the cluster's alive nodes (Ray state API over the dashboard)."""
-    from ray.util.state import list_nodes
+    from ray.util.state import StateApiClient
+    from ray.util.state.common import ListApiOptions, StateResource
 
+    auth = head_headers(dashboard_address) or user_headers()
+    client = StateApiClient(address=dashboard_address,
+                            headers={"Content-Type": "application/json", **auth} if auth else None)
     deadline = time.monotonic() + wait_s
     while True:
-        nodes = [n for n in list_nodes(address=dashboard_address, detail=True) if n.state == "ALIVE"]
+        listed = client.list(StateResource.NODES, options=ListApiOptions(detail=True), raise_on_missing_output=True)
+        nodes = [n for n in listed if n.state == "ALIVE"]
         if nodes or time.monotonic() > deadline:  # a just-started head registers its node a moment later
             return float(sum((n.resources_total or {}).get("GPU", 0.0) for n in nodes))
         time.sleep(0.5)
@@ -358,7 +380,10 @@ def run_training_job(config: RunConfig, entrypoint_args: Sequence[str], dry_run:
     address, job_id = config.resources.ray_address or os.environ.get("RAY_ADDRESS") or "local head", None
     try:
         refuse_clobber(run_dir, config.training.resume_from)
-    except RunDirInUse as exc:
+        problem = user_cluster_auth_problem(config)
+        if problem:
+            raise RayAuthError(problem)
+    except (RunDirInUse, RayAuthError) as exc:
         log.error("%s", exc)
         return JobOutcome(EXIT_REFUSED, None, address, message=str(exc))
     try:
