@@ -41,9 +41,9 @@ class GradedOutput:
     skipped_modules: set[str] = field(default_factory=set)
 
 
-def _heredoc(path: str, text: str, append: bool) -> str:
-    tag = "GP_" + secrets.token_hex(8)
-    return f"cat {'>>' if append else '>'} {path} <<'{tag}'\n{text}\n{tag}\n"
+def _write(path: str, text: str, append: bool) -> str:
+    """bash's builtin printf: no process started (a heredoc would start `cat`)."""
+    return f"printf '%s' {shlex.quote(text)} {'>>' if append else '>'} {path}\n"
 
 
 def build_script(workdir: str, command: str, env_prefix: str, plugin: tuple[str, str] | None,
@@ -58,16 +58,16 @@ def build_script(workdir: str, command: str, env_prefix: str, plugin: tuple[str,
     parts = [f"d={d}; mkdir -m 700 \"$d\" || exit 97\n", env_prefix, "\n"]
     if plugin is not None:
         name, source = plugin
-        parts.append(_heredoc(f"\"$d\"/{name}.py", source, append=False))
+        parts.append(_write(f"\"$d\"/{name}.py", source, append=False))
         parts.append(f"export PYTHONPATH=\"$d${{PYTHONPATH:+:$PYTHONPATH}}\" "
                      f"PYTEST_ADDOPTS=\"-p {name}${{PYTEST_ADDOPTS:+ $PYTEST_ADDOPTS}}\"\n")
     for module, text in canaries.items():
         q = shlex.quote(module)
         extra = ""
         if unittest_canaries and module in unittest_canaries:
-            extra = (f"if grep -qs TestCase {q}; then\n{_heredoc(q, unittest_canaries[module], append=True)}"
+            extra = (f"if grep -qs TestCase {q}; then\n{_write(q, unittest_canaries[module], append=True)}"
                      f"else printf '%s\\n' {shlex.quote(module + '::unittest')} >> \"$d/skip\"; fi\n")
-        parts.append(f"if [ -f {q} ] && [ ! -L {q} ]; then\n{_heredoc(q, text, append=True)}{extra}"
+        parts.append(f"if [ -f {q} ] && [ ! -L {q} ]; then\n{_write(q, text, append=True)}{extra}"
                      f"else printf '%s\\n' {q} >> \"$d/skip\"; fi\n")
     collect = (f"for s in {' '.join(_SECTIONS)}; do printf '\\n%s %s\\n' {token} \"$s\"; "
                "[ -f \"$d/$s\" ] && cat \"$d/$s\"; done\n"
