@@ -87,6 +87,10 @@ class PredictionsError(ValueError):
     """A predictions file that cannot be read; the message names the file and the row."""
 
 
+#: Names a duplicate-id problem (a warning: the row is graded, the earlier one is not).
+DUPLICATE = "duplicate instance_id"
+
+
 def read_predictions(path: str | Path) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """SWE-bench predictions (JSONL rows or one JSON list/dict) -> {instance_id: row}, plus per-row problems."""
     file = Path(path)
@@ -114,6 +118,7 @@ def read_predictions(path: str | Path) -> tuple[dict[str, dict[str, Any]], list[
                 except json.JSONDecodeError as exc:
                     rows.append((f"line {number}", exc))
     predictions: dict[str, dict[str, Any]] = {}
+    seen_at: dict[str, str] = {}
     problems: list[str] = []
     for where, row in rows:
         if isinstance(row, Exception):
@@ -122,10 +127,14 @@ def read_predictions(path: str | Path) -> tuple[dict[str, dict[str, Any]], list[
             problems.append(f"{file} {where}: needs an object with a string instance_id")
         elif row.get("model_patch") is not None and not isinstance(row.get("model_patch"), str):
             problems.append(f"{file} {where}: model_patch of {row['instance_id']} is not a string")
-        elif row["instance_id"] in predictions:
-            problems.append(f"{file} {where}: duplicate instance_id {row['instance_id']} (first one kept)")
         else:
-            predictions[row["instance_id"]] = row
+            instance_id = row["instance_id"]
+            if instance_id in predictions:  # the SWE-bench harness builds a dict of the rows: the last one wins
+                problems.append(f"{file} {where}: {DUPLICATE} {instance_id} (also {seen_at[instance_id]}): "
+                                f"{where} is graded, as the SWE-bench harness does")
+                del predictions[instance_id]  # keeps the order of the rows that are graded
+            predictions[instance_id] = row
+            seen_at[instance_id] = where
     return predictions, problems
 
 

@@ -38,7 +38,13 @@ def grade_cmd(
     from graph_planner.data.io import TaskFileError, atomic_write_text, read_task_records, resolve_split_file
     from graph_planner.disk import REPORT_ROOM, check_output_dir
     from graph_planner.sandbox.factory import BACKENDS
-    from graph_planner.validation.grade import PredictionsError, grade_predictions, grade_summary, read_predictions
+    from graph_planner.validation.grade import (
+        DUPLICATE,
+        PredictionsError,
+        grade_predictions,
+        grade_summary,
+        read_predictions,
+    )
 
     if sandbox is not None and sandbox not in BACKENDS:
         console.print(f"[red]error[/red]: --sandbox {sandbox!r}: choose one of {', '.join(BACKENDS)}")
@@ -53,7 +59,7 @@ def grade_cmd(
         console.print(f"[red]error[/red]: {exc}")
         raise typer.Exit(EXIT_BAD_INPUT) from None
     for problem in problems:
-        console.print(f"[yellow]skipped[/yellow] {problem}")
+        console.print(f"[yellow]{'warning' if DUPLICATE in problem else 'skipped'}[/yellow] {problem}")
     if not rows:
         console.print(f"[red]error[/red]: {predictions} holds no usable prediction")
         raise typer.Exit(EXIT_BAD_INPUT)
