@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import sys
 import threading
 import time
@@ -119,6 +120,32 @@ def read_step_metrics(path: str | Path) -> dict[int, dict[str, Any]]:
         if isinstance(row, dict) and row.get("kind") == "metrics" and int(row.get("step") or 0) >= 1:
             steps.setdefault(int(row["step"]), {}).update(row.get("metrics") or {})
     return dict(sorted(steps.items()))
+
+
+def truncate_step_metrics(path: str | Path, last_kept_step: int) -> int:
+    """Drop the metrics rows a resumed run will log again: steps after ``last_kept_step`` (the checkpoint it
+    resumes from; the killed run had gone further) and step 0 (logged at every start). Rewritten atomically;
+    returns the number of rows dropped. Other rows (config) stay."""
+    path = Path(path)
+    if not path.is_file():
+        return 0
+    kept, dropped = [], 0
+    for line in path.read_text(encoding="utf-8").splitlines(keepends=True):
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            dropped += 1  # a line cut off by the kill
+            continue
+        step = row.get("step") if isinstance(row, dict) and row.get("kind") == "metrics" else None
+        if isinstance(step, int) and not 1 <= step <= last_kept_step:
+            dropped += 1
+            continue
+        kept.append(line if line.endswith("\n") else line + "\n")
+    if dropped:
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text("".join(kept), encoding="utf-8")
+        os.replace(tmp, path)
+    return dropped
 
 
 class TensorboardTracker:

@@ -71,6 +71,24 @@ def save_checkpoint(run_dir: str | Path, step: int, model: Any, tokenizer: Any, 
     return final
 
 
+def remove_orphan_temps(run_dir: str | Path) -> list[Path]:
+    """Remove what a save killed midway left (``.step_K.tmp-*``, ``.latest.tmp-*``, ``.trash-*``): readers never
+    look at them, so nothing else would ever remove them. Call with the run lock held (no save in flight)."""
+    root = checkpoint_root(run_dir)
+    orphans = sorted(p for pattern in (".step_*.tmp-*", f".{LATEST}.tmp-*", ".trash-*") for p in root.glob(pattern))
+    for path in orphans:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    return orphans
+
+
+def checkpoint_step(checkpoint_dir: str | Path) -> int:
+    """The training step a checkpoint dir holds (its meta file)."""
+    return int(json.loads((Path(checkpoint_dir) / META_FILE).read_text(encoding="utf-8"))["step"])
+
+
 def latest_checkpoint(run_dir: str | Path) -> Path | None:
     """The checkpoint ``latest`` points at, or None when the run has none yet."""
     root = checkpoint_root(run_dir)

@@ -3,6 +3,7 @@ LocalGRPOTrainer, telemetry (trackers, heartbeats, episode metrics) and a PNG of
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -11,9 +12,11 @@ from typing import Any
 
 from graph_planner.config.schema import RunConfig
 from graph_planner.telemetry.plots import save_figure, training_curves_figure
-from graph_planner.telemetry.trackers import read_step_metrics
+from graph_planner.telemetry.trackers import read_step_metrics, truncate_step_metrics
 
 CURVES = ("reward/mean", "reward/resolved_rate", "loss", "entropy", "planner_parse_error_rate", "grad_norm")
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -54,6 +57,7 @@ def _train_locked(config: RunConfig, on_step: Callable[[dict[str, float], int, i
     if dry_run:
         trainer = LocalGRPOTrainer(config, rollout_fn, tasks)
         return LocalTrainResult(trainer.run_dir, trainer.step, latest_checkpoint(trainer.run_dir), None)
+    prepare_resume(config)
     with run_telemetry(config) as tracker:
         step_episodes: list[Any] = []  # every rollout wave of the current step
         step_seconds = [0.0]
@@ -82,6 +86,24 @@ def _train_locked(config: RunConfig, on_step: Callable[[dict[str, float], int, i
         publish_training(tracker, config, curves, checkpoint)
         links = tracker.links()
     return LocalTrainResult(trainer.run_dir, trainer.step, checkpoint, curves, links)
+
+
+def prepare_resume(config: RunConfig) -> None:
+    """Under the run lock, before telemetry opens: remove checkpoint temp dirs a killed save left, and on a resume
+    drop the metrics rows past the checkpoint (the steps run again), so ``metrics.jsonl`` holds each step once."""
+    from graph_planner.config.paths import run_paths
+    from graph_planner.training import checkpoint as ckpt
+
+    run_dir = run_paths(config).run_dir
+    for orphan in ckpt.remove_orphan_temps(run_dir):
+        log.info("removed %s (left by a checkpoint save that was killed)", orphan)
+    if config.training.resume_from is None:
+        return
+    resume = ckpt.resolve_resume(config.training.resume_from, run_dir)
+    step = ckpt.checkpoint_step(resume) if resume is not None else 0  # no checkpoint yet: every step runs again
+    dropped = truncate_step_metrics(run_dir / "metrics.jsonl", step)
+    if dropped:
+        log.info("resuming at step %d: %d metrics row(s) past it dropped from metrics.jsonl", step, dropped)
 
 
 def publish_training(tracker: Any, config: RunConfig, curves: Path | None, checkpoint: Path | None) -> None:
