@@ -104,12 +104,6 @@ def run_verl(config: RunConfig, train_files: str | None, val_files: str | None, 
     if problem:
         typer.echo(f"error: {problem}", err=True)
         return 2
-    from graph_planner.training.ray_job import user_cluster_auth_problem
-
-    problem = user_cluster_auth_problem(config)  # before anything is prepared or written
-    if problem:
-        typer.echo(f"error: {problem}", err=True)
-        return 2
     default = default_data_paths(config)
     if not train_files and not Path(default.train).is_file():
         prepare_verl_data(config)
