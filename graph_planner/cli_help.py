@@ -36,14 +36,15 @@ EXAMPLES: dict[str, list[str]] = {
     "sandbox reap": ["gp sandbox reap --dry-run", "gp sandbox reap --run-id 3f2a9c"],
     "images build": ["gp images build prepared/sample"],
     "images prepull": ["gp images prepull --manifest prepared/sample/docker_images.txt --max-workers 8 --retries 3"],
-    "eval": ["gp eval -c configs/experiments/local_debug.yaml --limit 2",
+    "eval": ["gp eval -c configs/experiments/local_debug.yaml --set backends.planner_backend=rule --limit 2 "
+             "--run-name rule-eval",
              "gp eval -c configs/experiments/local_debug.yaml --model-path runs/try-grpo/checkpoints/step_1/model "
              "--sandbox docker --limit 1 --run-name nightly"],
     "train": ["gp train -c configs/experiments/local_debug.yaml --set training.total_steps=1 --run-name try-grpo",
               "gp train -c configs/experiments/local_debug.yaml --dry-run"],
     "sft": ["gp sft -c configs/experiments/local_debug.yaml --set training.sft.only_resolved=false --out runs/sft-demo",
             "gp sft -c configs/experiments/local_debug.yaml --source trajectories "
-            "--trajectories runs/nightly/eval/trajectories --set training.sft.only_resolved=false"],
+            "--trajectories runs/rule-eval/eval/trajectories --set training.sft.only_resolved=false"],
 }
 
 
