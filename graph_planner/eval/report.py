@@ -118,8 +118,8 @@ def _pct(value: Any) -> str:
 
 #: Longest free text in a report table cell: one long error or path made the Prefect UI's table scroll its
 #: columns out of view at 1400 px; the whole text stays in results.jsonl. Task ids get a little more room.
-MAX_CELL_CHARS = 32
-MAX_ID_CHARS = 44
+MAX_CELL_CHARS = 24
+MAX_ID_CHARS = 40
 
 
 def table_cell(value: Any, limit: int = MAX_CELL_CHARS) -> str:
