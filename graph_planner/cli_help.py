@@ -9,7 +9,7 @@ import typer
 EXAMPLES: dict[str, list[str]] = {
     "config": ["gp config -c configs/experiments/local_debug.yaml --print-config",
                "gp config -c configs/experiments/planner_8g.yaml --set training.lr=1e-6 --run-name try-lr"],
-    "preflight": ["gp preflight -c configs/experiments/planner_8g.yaml"],
+    "preflight": ["gp preflight -c configs/experiments/local_debug.yaml"],
     "validate-tasks": ["gp validate-tasks prepared/sample/swebench/test.jsonl --sandbox local --limit 3",
                        "gp validate-tasks prepared/sample/swebench --split test --limit 2 --sandbox docker"],
     "grade": ["gp grade --dataset prepared/sample/swebench/test.jsonl --predictions preds.jsonl",

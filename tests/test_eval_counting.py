@@ -120,6 +120,7 @@ def test_drop_templates_removes_this_process_templates(tmp_path: Path, monkeypat
     from graph_planner.sandbox import local_copies
 
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    monkeypatch.setattr(local_copies, "_templates", {})  # templates other tests of this process built stay theirs
     source = tmp_path / "src"
     source.mkdir()
     (source / "a.py").write_text("x = 1\n")
