@@ -114,6 +114,30 @@ def test_a_hanging_sender_never_blocks_the_caller_and_close_is_bounded(caplog):
     release.set()
 
 
+def test_a_hanging_wandb_tracker_never_blocks_the_run_and_finish_is_bounded(caplog):
+    """W&B / tensorboard calls go through a background sender: a server that never answers costs the training
+    loop nothing, and finish() gives up after its bounded wait with a summary of what was dropped."""
+    release = threading.Event()
+
+    class Hanging(InMemoryTracker):
+        def log(self, metrics, step):
+            release.wait(30)
+
+    memory = InMemoryTracker()
+    caplog.set_level(logging.WARNING)
+    multi = MultiTracker({"wandb": Hanging(), "memory": memory})
+    multi.close_timeout = 0.5
+    start = time.monotonic()
+    for step in (1, 2, 3):
+        multi.log({"loss": 0.5}, step)
+    assert time.monotonic() - start < 2.0, "the loop waited on the hanging tracker"
+    multi.finish()
+    assert time.monotonic() - start < 10.0, "finish waited past its bound"
+    release.set()
+    assert [step for step, _ in memory.rows] == [1, 2, 3]
+    assert "tracker wandb: 0 sent, 0 failed, 3 dropped" in caplog.text
+
+
 def test_a_failing_telemetry_tracker_is_a_warning_but_the_jsonl_record_fails_the_run(caplog):
     class Broken(InMemoryTracker):
         def log(self, metrics, step):
@@ -127,7 +151,7 @@ def test_a_failing_telemetry_tracker_is_a_warning_but_the_jsonl_record_fails_the
     multi.finish()
     assert [step for step, _ in memory.rows] == [0, 1, 2][1:]  # the other trackers got every row
     assert "tracker wandb: send failed (ConnectError" in caplog.text
-    assert "tracker wandb: 0 sent, 2 failed (ConnectError)" in caplog.text
+    assert "tracker wandb: 1 sent, 2 failed (ConnectError)" in caplog.text  # the one sent: its finish
     record = MultiTracker({"jsonl": Broken()})
     with pytest.raises(httpx.ConnectError):
         record.log({"loss": 0.5}, 1)

@@ -24,7 +24,7 @@ from rich.text import Text
 from typing_extensions import Self
 
 from graph_planner.config.schema import RunConfig
-from graph_planner.telemetry.best_effort import SendHealth
+from graph_planner.telemetry.best_effort import CLOSE_TIMEOUT_S, BestEffort, SendHealth
 from graph_planner.telemetry.redact import scrub, secret_values
 from graph_planner.telemetry.scalars import scalar
 
@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 TRACKER_ALIASES = {"console": "stdout"}
 #: Trackers that hold the run's own record rather than telemetry: their errors are the run's errors.
 RECORD_TRACKERS = frozenset({"jsonl"})
+#: Trackers whose calls can wait on a network or a server (W&B online, a tensorboard logdir on a network disk):
+#: sent from a background thread each (telemetry.best_effort), so the run never waits on them past a bounded close.
+BACKGROUND_TRACKERS = frozenset({"wandb", "tensorboard"})
 
 
 @runtime_checkable
@@ -196,6 +199,10 @@ class InMemoryTracker:
 class MultiTracker:
     """Fans each call out to several trackers; thread-safe, since heartbeats log from a background thread.
 
+    W&B and tensorboard calls go through a background sender each (``BACKGROUND_TRACKERS``): a W&B server that
+    hangs or a slow logdir costs the run nothing until :meth:`finish`, which waits a bounded time
+    (``best_effort.CLOSE_TIMEOUT_S``) and then logs what was dropped.
+
     ``last_step`` is the highest step logged so far: heartbeats log at it, because W&B drops rows whose step
     goes backwards.
     """
@@ -204,8 +211,12 @@ class MultiTracker:
         self.trackers = dict(trackers)
         # W&B, tensorboard, stdout are telemetry: a failing one is a warning and a summary, never a failed run;
         # the JSONL tracker is the run's own record (metrics.jsonl): its errors (a full disk) stop the run
-        self.health = {name: SendHealth(f"tracker {name}") for name in self.trackers if name not in RECORD_TRACKERS}
+        self._senders = {name: BestEffort(f"tracker {name}") for name in self.trackers if name in BACKGROUND_TRACKERS}
+        self.health = {name: self._senders[name].stats if name in self._senders else SendHealth(f"tracker {name}")
+                       for name in self.trackers if name not in RECORD_TRACKERS}
         self.last_step = 0
+        #: seconds finish() waits for each background tracker's queued calls and its own finish
+        self.close_timeout = CLOSE_TIMEOUT_S
         self._secrets = secrets
         self._lock = threading.Lock()
         self._finished = False
@@ -266,6 +277,10 @@ class MultiTracker:
                     self._call(name, getattr(tracker, method), *args)
 
     def _call(self, name: str, fn: Any, *args: Any) -> None:
+        sender = self._senders.get(name)
+        if sender is not None:
+            sender.submit(fn, *args)
+            return
         health = self.health.get(name)
         if health is None:
             fn(*args)
@@ -279,6 +294,11 @@ class MultiTracker:
             self._finished = True
             errors = []
             for name, tracker in self.trackers.items():
+                sender = self._senders.get(name)
+                if sender is not None:  # what is queued, then its finish, within close's bounded wait
+                    sender.submit(tracker.finish)
+                    sender.close(self.close_timeout)  # logs its own summary when anything failed or was dropped
+                    continue
                 try:
                     tracker.finish()
                 except Exception as exc:  # noqa: BLE001 - finish the others; all failures are raised below
@@ -286,8 +306,9 @@ class MultiTracker:
                         self.health[name].record_failure(exc)
                     else:
                         errors.append(f"{name}: {exc}")
-            for health in self.health.values():
-                health.log_summary()
+            for name, health in self.health.items():
+                if name not in self._senders:
+                    health.log_summary()
         if errors:
             raise RuntimeError("tracker(s) failed to finish: " + "; ".join(errors))
 
