@@ -51,7 +51,7 @@ def test_pipeline_runs_end_to_end_then_fully_from_cache(flow_workspace: Path) ->
     assert kind == "markdown" and "Resolved **" in markdown
     for title in ("Training curves", "Resolved rate", "Outcomes", "Steps per episode"):
         assert f"![{title}](data:image/png;base64," in markdown  # inline, renders on any machine
-    assert "| task | label | resolved |" in markdown  # the per-task table inline
+    assert "| task | label | verdict |" in markdown  # the per-task table inline
     assert "file://" not in markdown
     assert artifacts[f"{scope}-eval-results"][0] == "table"
     assert all(json.loads(artifacts[f"{scope}-eval-results"][1])[i]["instance_id"] for i in range(2))

@@ -169,12 +169,17 @@ def test_eval_prepull_flags_pull_the_manifest_before_any_episode(tmp_path, docke
     images = pushed_images(docker_client, test_registry, 1)
     manifest = tmp_path / "docker_images_validation.txt"
     manifest.write_text(images[0] + "\n")
-    args = ["eval", "--dataset", str(tmp_path / "missing.jsonl"), "--docker-manifest", str(manifest),
+    dataset = tmp_path / "tasks.jsonl"  # exists (a missing dataset is refused before anything, pull included)
+    dataset.write_text("")
+    args = ["eval", "--dataset", str(dataset), "--docker-manifest", str(manifest),
             "--prepull-containers", "--prepull-retries", "0", "--output-dir", str(tmp_path / "o")]
     try:
+        missing = runner.invoke(app, [*args[:2], str(tmp_path / "missing.jsonl"), *args[3:]])
+        assert missing.exit_code == 2 and "not found" in missing.output, missing.output
+        assert not present(docker_client, images[0])  # a refused run pulls nothing
         result = runner.invoke(app, args)
-        assert present(docker_client, images[0])  # pulled first ...
-        assert result.exit_code == 2 and "eval dataset not found" in result.output  # ... then the eval started
+        assert present(docker_client, images[0]), result.output  # pulled first ...
+        assert "prepull failed" not in result.output and "0/0" in result.output, result.output  # ... then the eval (no task)
         manifest.write_text(f"{test_registry}/gp-prepull/never-pushed:none\n")
         failed = runner.invoke(app, args)
         assert failed.exit_code == 2 and "prepull failed" in failed.output and "never-pushed" in failed.output
