@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from graph_planner.config.loader import load_run_config  # noqa: E402  (after the sys.path line)
 from graph_planner.episode.turns import Trajectory, Turn  # noqa: E402  (after the sys.path line)
-from graph_planner.training.local_trainer import LocalGRPOTrainer  # noqa: E402  (after the sys.path line)
+from graph_planner.training.local.trainer import LocalGRPOTrainer  # noqa: E402  (after the sys.path line)
 
 
 class PromptTask:

@@ -57,7 +57,7 @@ def prepare(out_dir: Path, steps: int) -> None:
 
 
 def run_local(out_dir: Path, steps: int) -> dict[str, object]:
-    from graph_planner.training.local_run import train_local
+    from graph_planner.training.local.run import train_local
 
     config = load_run_config(CONFIG, overrides(out_dir, "local", steps), write=True)
     started = time.monotonic()
@@ -70,8 +70,8 @@ def run_local(out_dir: Path, steps: int) -> dict[str, object]:
 
 def run_verl(out_dir: Path, steps: int) -> dict[str, object]:
     from graph_planner.config.paths import run_paths as paths_of
-    from graph_planner.training.ray_job import run_training_job, write_job_config
-    from graph_planner.training.verl_config import default_data_paths
+    from graph_planner.training.ray.job import run_training_job, write_job_config
+    from graph_planner.training.verl.config import default_data_paths
 
     config = load_run_config(CONFIG, overrides(out_dir, "verl", steps), write=True)
     data = default_data_paths(config)

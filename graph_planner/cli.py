@@ -136,7 +136,7 @@ app.command("eval")(eval_cmd)
 from graph_planner.training.commands import train_cmd  # noqa: E402
 
 app.command("train")(train_cmd)
-from graph_planner.training.sft_commands import sft_cmd  # noqa: E402
+from graph_planner.training.sft.commands import sft_cmd  # noqa: E402
 
 app.command("sft")(sft_cmd)
 

@@ -51,7 +51,7 @@ def train(precision: str, config: str, facts: str) -> int:
     import torch
 
     from graph_planner.cli import app
-    from graph_planner.training import local_trainer
+    from graph_planner.training.local import trainer as local_trainer
 
     seen: dict[str, Any] = {}
     init = local_trainer.LocalGRPOTrainer.__init__

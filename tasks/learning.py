@@ -21,7 +21,7 @@ _CACHE = step_cache("train", ("graph_planner",), InputFileContents(exclude=("con
 @task(name="sft-warm-start", persist_result=True, cache_policy=_CACHE)
 def sft_warm_start(config_file: str, registry: str) -> str:
     """Fine-tune ``paths.planner_model`` on trajectories; return the HF model dir ('' when SFT is disabled)."""
-    from graph_planner.training.sft import run_sft
+    from graph_planner.training.sft.trainer import run_sft
 
     config = load_resolved(config_file)
     if not config.training.sft.enabled:
@@ -36,7 +36,7 @@ def sft_warm_start(config_file: str, registry: str) -> str:
 def learning_report(config_file: str, warm_start: str, checkpoint: str) -> str:
     """Base vs SFT vs GRPO on the training and val tasks; return the dir holding learning.json / learning.md."""
     from graph_planner.training.learning_report import compare_stages, summary_lines
-    from graph_planner.training.rollout import training_data_path
+    from graph_planner.training.local.rollout import training_data_path
 
     config = load_resolved(config_file)
     stages = {"base": config.paths.planner_model}

@@ -44,8 +44,8 @@ def run_training(config_file: str, registry: str, planner_model: str = "") -> st
 
 
 def train_in_process(config: RunConfig, bar: ProgressArtifact) -> str:
-    from graph_planner.training.checkpoint import MODEL_DIR
-    from graph_planner.training.local_run import train_local
+    from graph_planner.training.local.checkpoint import MODEL_DIR
+    from graph_planner.training.local.run import train_local
 
     logger = get_run_logger()
 
@@ -61,7 +61,7 @@ def train_in_process(config: RunConfig, bar: ProgressArtifact) -> str:
 
 
 def train_verl(config: RunConfig, config_file: str, registry: str, bar: ProgressArtifact) -> str:
-    from graph_planner.training import ray_job
+    from graph_planner.training.ray import job as ray_job
 
     logger = get_run_logger()
     train, val = (parquet_path(registry, config.data.dataset_name, split) for split in ("train", "val"))
@@ -86,7 +86,7 @@ def train_verl(config: RunConfig, config_file: str, registry: str, bar: Progress
       retry_jitter_factor=IO_RETRY_JITTER, retry_condition_fn=transient_only)
 def submit_ray_job(config: RunConfig, address: str, spec: Any) -> str:
     """``ray_job.submit_job`` with retries on transient errors (it is idempotent: same submission id)."""
-    from graph_planner.training import ray_job
+    from graph_planner.training.ray import job as ray_job
 
     job_id = ray_job.submit_job(config, address, spec)
     get_run_logger().info("submitted Ray job %s to %s", job_id, address)
@@ -95,6 +95,6 @@ def submit_ray_job(config: RunConfig, address: str, spec: Any) -> str:
 
 def verl_checkpoint(root: Path) -> str:
     """The newest HF model dir verl wrote (``global_step_<k>/actor/huggingface``), else the checkpoint root."""
-    from graph_planner.training.checkpoint import latest_verl_model
+    from graph_planner.training.local.checkpoint import latest_verl_model
 
     return str(latest_verl_model(root) or root)

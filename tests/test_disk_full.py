@@ -80,7 +80,7 @@ def one_error_line(output: str) -> str:
 def test_gp_train_on_a_full_disk_is_one_line_exit_5_and_leaves_no_empty_config(full_disk, tmp_path, monkeypatch):
     from test_run_dirs import TINY, PromptTask, scripted_rollout
 
-    from graph_planner.training import rollout
+    from graph_planner.training.local import rollout
 
     monkeypatch.setattr(rollout, "make_env_rollout", lambda config: ([PromptTask(0), PromptTask(1)], scripted_rollout))
     result = CliRunner().invoke(app, ["train", "--output-dir", str(full_disk), "--run-name", "t",

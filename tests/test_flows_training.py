@@ -13,7 +13,7 @@ from prefect import flow
 
 from flows.run_stats import settled_task_runs
 from graph_planner.config.loader import load_run_config
-from graph_planner.training import ray_job
+from graph_planner.training.ray import job as ray_job
 from tasks.training import run_training
 
 

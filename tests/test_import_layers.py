@@ -204,3 +204,28 @@ def test_planner_env_is_built_in_one_place():
             if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "PlannerEnv":
                 builders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert [b.split(":")[0] for b in builders] == ["graph_planner/env/assembly.py"], builders
+
+
+#: Inside training/: the two engines never import each other (what both need is the shared objective, grpo.py, or
+#: a package below training); ray/ submits the verl job, so it may import verl/, never local/; sft/ produces a model
+#: dir any engine starts from, so it imports neither engine's machinery beyond the local rollout it records.
+ENGINE_RULES = {
+    "graph_planner.training.local": ("graph_planner.training.verl", "graph_planner.training.ray",
+                                     "graph_planner.training.sft"),
+    "graph_planner.training.verl": ("graph_planner.training.local", "graph_planner.training.ray",
+                                    "graph_planner.training.sft"),
+    "graph_planner.training.ray": ("graph_planner.training.local", "graph_planner.training.sft"),
+    "graph_planner.training.sft": ("graph_planner.training.verl", "graph_planner.training.ray"),
+}
+
+
+def test_training_engines_stay_apart():
+    offenders = []
+    for path in (ROOT / "graph_planner" / "training").rglob("*.py"):
+        source = module_name(path)
+        for package, forbidden in ENGINE_RULES.items():
+            if source == package or source.startswith(package + "."):
+                offenders += [f"{path.relative_to(ROOT)}:{line}: {source} imports {target}"
+                              for line, target in imports_of(path)
+                              if any(target == f or target.startswith(f + ".") for f in forbidden)]
+    assert not offenders, "training/ engines import each other:\n" + "\n".join(offenders)

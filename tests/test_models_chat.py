@@ -135,7 +135,7 @@ def test_chat_completions_url_forms():
 def test_policy_handle_chat_feeds_the_trainers_generation_into_the_model_policy(toy_chat):
     from graph_planner.agents.model_policy import ModelPolicy
     from graph_planner.models.chat import PolicyHandleChat
-    from graph_planner.training.policy_handle import PolicyHandle
+    from graph_planner.training.local.policy_handle import PolicyHandle
 
     handle = PolicyHandle(toy_chat.model, toy_chat.tokenizer, max_prompt_length=2048, max_response_length=8)
     policy = ModelPolicy(PolicyHandleChat(handle, GREEDY), history_turns=2)

@@ -1,5 +1,5 @@
 """A resumed local training run records each step once in metrics.jsonl, and checkpoint temp dirs a killed save
-left are removed when the next run starts (graph_planner/training/local_run.prepare_resume)."""
+left are removed when the next run starts (graph_planner/training/local/run.prepare_resume)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from collections import Counter
 
 from graph_planner.config import load_run_config
 from graph_planner.env.samples import LOCAL_DEBUG_CONFIG
-from graph_planner.training.checkpoint import META_FILE, STATE_FILE, checkpoint_root
-from graph_planner.training.local_run import prepare_resume
+from graph_planner.training.local.checkpoint import META_FILE, STATE_FILE, checkpoint_root
+from graph_planner.training.local.run import prepare_resume
 
 
 def _killed_run(tmp_path, resume_from: str | None = "auto"):

@@ -52,7 +52,7 @@ def cache_dir(tmp_path_factory) -> str:
 
 @pytest.fixture
 def scripted(monkeypatch: pytest.MonkeyPatch) -> None:
-    from graph_planner.training import rollout
+    from graph_planner.training.local import rollout
 
     monkeypatch.setattr(rollout, "make_env_rollout", lambda config: ([PromptTask(0), PromptTask(1)], scripted_rollout))
     threads = torch.get_num_threads()

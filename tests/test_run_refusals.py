@@ -111,7 +111,7 @@ SLOW_TRAIN = textwrap.dedent("""
     import sys, time
     sys.path.insert(0, {tests!r})
     from test_run_dirs import PromptTask, scripted_rollout
-    from graph_planner.training import rollout
+    from graph_planner.training.local import rollout
 
     def slow(policy, tasks, group_size):
         time.sleep(3)

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from graph_planner.cli import app
 from graph_planner.config import load_run_config, preflight_check
-from graph_planner.training.verl_config import verl_gpu_layout
+from graph_planner.training.verl.config import verl_gpu_layout
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()

@@ -148,7 +148,7 @@ def test_episode_metrics_report_the_tampered_rate_given_tampered_episodes():
     from graph_planner.config.schema import TelemetryConfig
     from graph_planner.episode.turns import Trajectory
     from graph_planner.telemetry.metrics import episode_metrics
-    from graph_planner.training.verl_telemetry import trajectory_from_record
+    from graph_planner.training.verl.telemetry import trajectory_from_record
 
     runs = [Trajectory(task_id=str(i), info={"tampered": i == 0}) for i in range(4)]
     assert episode_metrics(runs, 1.0, TelemetryConfig())["grading/tampered_rate"] == pytest.approx(0.25)
@@ -158,7 +158,7 @@ def test_episode_metrics_report_the_tampered_rate_given_tampered_episodes():
 
 
 def test_verl_episode_records_carry_the_verdict_given_a_tampered_episode(tmp_path):
-    from graph_planner.training.verl_telemetry import record_episode
+    from graph_planner.training.verl.telemetry import record_episode
 
     path = tmp_path / "episodes.jsonl"
     record_episode(path, 0, {"task_id": "t", "resolved": False, "tampered": True, "verdict": "tampered"}, 1.0)

@@ -55,7 +55,7 @@ def test_an_artifact_api_outage_during_training_leaves_the_step_completed_with_t
     import torch
 
     import tasks.artifacts as artifacts
-    from graph_planner.training import rollout
+    from graph_planner.training.local import rollout
 
     monkeypatch.setattr(rollout, "make_env_rollout", lambda config: ([PromptTask(0), PromptTask(1)], scripted_rollout))
     threads = torch.get_num_threads()

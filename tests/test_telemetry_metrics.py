@@ -112,7 +112,7 @@ def test_verl_job_tracker_logs_the_seed_names(tmp_path):
     import sys
 
     from graph_planner.config import load_run_config
-    from graph_planner.training.ray_job import Cluster, job_runtime_env, prepare_job
+    from graph_planner.training.ray.job import Cluster, job_runtime_env, prepare_job
 
     env_vars = job_runtime_env(load_run_config(None, {}))["env_vars"]
     code = ("from verl.utils.tracking import Tracking\n"
@@ -126,4 +126,4 @@ def test_verl_job_tracker_logs_the_seed_names(tmp_path):
         assert f"{name}:{value}" in done.stdout, done.stdout
     cpu = prepare_job(load_run_config(None, {}), ["--config-file", "c.yaml"], Cluster("http://x", cpu_platform=True))
     assert cpu.runtime_env["env_vars"]["VERL_USE_EXTERNAL_MODULES"] == \
-        "graph_planner.telemetry.verl_names,graph_planner.training.verl_compat,graph_planner.training.verl_cpu"
+        "graph_planner.telemetry.verl_names,graph_planner.training.verl.compat,graph_planner.training.verl.cpu"

@@ -35,13 +35,13 @@ from graph_planner.data.registry import AGENT_NAME, register_dataset
 from graph_planner.env import assembly
 from graph_planner.integrations.sandbox_slots import SandboxSlots
 from graph_planner.models.toy import ensure_toy_checkpoint
-from graph_planner.training.agent_loop import (
+from graph_planner.training.verl.agent_loop import (
     AGENT_LOOP_NAMES,
     AGENT_LOOP_TARGET,
     GraphPlannerAgentLoop,
     write_agent_loop_config,
 )
-from graph_planner.training.verl_config import AGENT_LOOP_NAME
+from graph_planner.training.verl.config import AGENT_LOOP_NAME
 
 SAMPLE = Path(__file__).resolve().parents[1] / "datasets" / "sample"
 TASK_ID = "graphplanner-samples__textkit-7"

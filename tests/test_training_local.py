@@ -12,8 +12,8 @@ from transformers import AutoModelForCausalLM
 
 from graph_planner.config.loader import load_run_config
 from graph_planner.episode.turns import Trajectory, Turn
-from graph_planner.training import checkpoint as ckpt
-from graph_planner.training.local_trainer import LocalGRPOTrainer, Row, TaskSampler
+from graph_planner.training.local import checkpoint as ckpt
+from graph_planner.training.local.trainer import LocalGRPOTrainer, Row, TaskSampler
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -293,7 +293,7 @@ def test_bf16_autocast_and_gradient_checkpointing_train_on_cpu(tmp_path, cache_d
 def test_training_curves_png_from_the_jsonl_tracker(tmp_path):
     import json
 
-    from graph_planner.training.local_run import plot_training_curves
+    from graph_planner.training.local.run import plot_training_curves
 
     assert plot_training_curves(tmp_path) is None  # no jsonl tracker ran: nothing to plot
     rows = [{"kind": "config", "config": {}}] + [
@@ -305,7 +305,7 @@ def test_training_curves_png_from_the_jsonl_tracker(tmp_path):
 
 def test_checkpoint_is_uploaded_only_when_asked(tmp_path) -> None:
     from graph_planner.config.loader import load_run_config
-    from graph_planner.training.local_run import publish_training
+    from graph_planner.training.local.run import publish_training
 
     class Recorder:
         def __init__(self) -> None:

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from graph_planner.config.loader import load_run_config
-from graph_planner.training.ray_job import (
+from graph_planner.training.ray.job import (
     EXIT_FAILED,
     EXIT_REFUSED,
     EXIT_SUCCEEDED,

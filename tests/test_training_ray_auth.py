@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from graph_planner.integrations.ray_auth import AUTH_VARS, PrivateRayAuth, user_auth_problem
-from graph_planner.training.ray_head import LocalRayHead
+from graph_planner.training.ray.head import LocalRayHead
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""The private local Ray head (graph_planner.training.ray_head) when it cannot start: a clear error naming its log,
+"""The private local Ray head (graph_planner.training.ray.head) when it cannot start: a clear error naming its log,
 and nothing of it left behind (no process naming its temp dir, no temp dir)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from graph_planner.training.ray_head import LocalRayHead, RayHeadError
+from graph_planner.training.ray.head import LocalRayHead, RayHeadError
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

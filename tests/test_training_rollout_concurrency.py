@@ -17,8 +17,8 @@ import torch
 from graph_planner.config.loader import load_run_config
 from graph_planner.config.schema import SamplingConfig
 from graph_planner.env.samples import SAMPLE_DIR
-from graph_planner.training.batched_generation import GenerationBatcher
-from graph_planner.training.policy_handle import Generation
+from graph_planner.training.local.batched_generation import GenerationBatcher
+from graph_planner.training.local.policy_handle import Generation
 
 
 class RecordingHandle:
@@ -108,7 +108,7 @@ def test_an_interrupt_inside_generation_leaves_no_member_waiting():
 
 def test_a_failing_episode_is_raised_after_the_others_of_its_chunk_finished():
     """One episode's error must not hang the round the others wait in, nor cut their episodes short."""
-    from graph_planner.training.rollout import play_concurrently
+    from graph_planner.training.local.rollout import play_concurrently
 
     finished: list[str] = []
 
@@ -141,8 +141,8 @@ def prepared(tmp_path_factory) -> Path:
 def test_concurrent_env_rollouts_batch_generation_and_repeat_under_the_same_seed(tmp_path, prepared):
     """Real sandboxes, real tests, the toy model: 2 tasks x 3 episodes play at once; generation is batched and the
     same seed gives the same trajectories, whatever order the threads ran in."""
-    from graph_planner.training.local_trainer import LocalGRPOTrainer
-    from graph_planner.training.rollout import make_env_rollout
+    from graph_planner.training.local.trainer import LocalGRPOTrainer
+    from graph_planner.training.local.rollout import make_env_rollout
 
     config = load_run_config(None, {
         "experiment.run_name": "concurrent", "logging.output_dir": str(tmp_path / "runs"),

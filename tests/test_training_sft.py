@@ -24,8 +24,8 @@ from graph_planner.models.chat import ChatResponse
 from graph_planner.models.synthesizers import make_synthesizer
 from graph_planner.models.toy import ensure_toy_checkpoint
 from graph_planner.sandbox.factory import make_sandbox
-from graph_planner.training.policy_handle import PolicyHandle
-from graph_planner.training.sft_data import examples_from_rows, is_resolved, tokenize_example
+from graph_planner.training.local.policy_handle import PolicyHandle
+from graph_planner.training.sft.data import examples_from_rows, is_resolved, tokenize_example
 
 RESOLVED = "graphplanner-samples__textkit-7"     # the rule policy + oracle resolves it
 UNRESOLVED = "graphplanner-samples__invcalc-13"  # ... and not this one

@@ -13,7 +13,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from graph_planner.config.loader import load_run_config
 from graph_planner.config.paths import run_paths
-from graph_planner.training.verl_config import (
+from graph_planner.training.verl.config import (
     VerlDataPaths,
     build_verl_overrides,
     default_data_paths,

@@ -1,4 +1,4 @@
-"""verl's CPU path (graph_planner.training.verl_cpu) with the real verl 0.9.1 and the toy model, no Ray:
+"""verl's CPU path (graph_planner.training.verl.cpu) with the real verl 0.9.1 and the toy model, no Ray:
 
 - with ``VERL_PLATFORM=cpu`` (what the job's runtime env sets) ``import verl`` loads it: platform ``cpu`` with
   gloo and ``current_device() == "cpu"``, the FSDP engine for cpu, the ``hf`` rollout replica and adapter;
@@ -20,9 +20,9 @@ import torch
 
 from graph_planner.config.loader import load_run_config
 from graph_planner.models.toy import ensure_toy_checkpoint
-from graph_planner.training.ray_job import Cluster, prepare_job
-from graph_planner.training.verl_compat import trl_lacks_value_head
-from graph_planner.training.verl_cpu import HFRolloutServer
+from graph_planner.training.ray.job import Cluster, prepare_job
+from graph_planner.training.verl.compat import trl_lacks_value_head
+from graph_planner.training.verl.cpu import HFRolloutServer
 
 PROBE = """
 import json, verl

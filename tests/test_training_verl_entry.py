@@ -13,8 +13,9 @@ from typer.testing import CliRunner
 
 from graph_planner.cli import app
 from graph_planner.config.loader import load_run_config
-from graph_planner.training import commands, verl_entry
-from graph_planner.training.ray_job import job_entrypoint, job_runtime_env, write_job_config
+from graph_planner.training import commands
+from graph_planner.training.verl import entry as verl_entry
+from graph_planner.training.ray.job import job_entrypoint, job_runtime_env, write_job_config
 
 
 def write_parquet(path: Path, rows: int = 3) -> Path:
@@ -73,7 +74,7 @@ def test_agent_loop_registry_file(tmp_path):
                                                  "run_config_path": str(cfg_path)}]
     entries = yaml.safe_load(verl_entry.agent_loop_yaml(tmp_path, verl_entry.DEFAULT_AGENT_LOOP, cfg_path).read_text())
     assert {e["name"] for e in entries} >= {"graph_planner"}
-    assert all(e["_target_"] == "graph_planner.training.agent_loop.GraphPlannerAgentLoop"
+    assert all(e["_target_"] == "graph_planner.training.verl.agent_loop.GraphPlannerAgentLoop"
                and e["run_config_path"] == str(cfg_path) for e in entries)
 
 
@@ -93,11 +94,11 @@ def test_job_config_uses_absolute_paths_and_reloads(tmp_path, monkeypatch):
 
 def test_runtime_env_ships_code_not_data():
     env = job_runtime_env(load_run_config(None, {"logging.wandb.offline": True}))
-    assert (Path(env["working_dir"]) / "graph_planner" / "training" / "verl_entry.py").is_file()
+    assert (Path(env["working_dir"]) / "graph_planner" / "training" / "verl" / "entry.py").is_file()
     assert {".venv", ".cache", "runs", "prepared", "*.parquet"} <= set(env["excludes"])
     assert env["env_vars"]["WANDB_MODE"] == "offline"
     assert job_entrypoint("/opt/py/bin/python", ["--config-file", "/r/a b.yaml"]) == \
-        "/opt/py/bin/python -m graph_planner.training.verl_entry --config-file '/r/a b.yaml'"
+        "/opt/py/bin/python -m graph_planner.training.verl.entry --config-file '/r/a b.yaml'"
 
 
 def test_local_backend_without_prepared_data_is_a_clear_error(tmp_path, capsys):
@@ -116,11 +117,11 @@ def test_gp_train_verl_without_gpus_stops_at_preflight(tmp_path):
 
 
 def test_unreachable_cluster_is_refused_with_the_address(tmp_path, caplog):
-    from graph_planner.training.ray_job import EXIT_REFUSED, run_training_job
+    from graph_planner.training.ray.job import EXIT_REFUSED, run_training_job
 
     config = load_run_config(None, {"training.backend": "verl", "resources.ray_address": "http://127.0.0.1:1",
                                     "logging.output_dir": str(tmp_path)})
-    logger = logging.getLogger("graph_planner.training.ray_job")
+    logger = logging.getLogger("graph_planner.training.ray.job")
     state = f"disabled={logger.disabled} propagate={logger.propagate} level={logger.level}"  # seen flaky once
     caplog.set_level(logging.INFO, logger=logger.name)
     assert run_training_job(config, ["--config-file", "x.yaml"]).code == EXIT_REFUSED

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from graph_planner.config.loader import load_run_config
-from graph_planner.training.verl_telemetry import (
+from graph_planner.training.verl.telemetry import (
     EPISODES_FILE,
     VERL_METRICS_FILE,
     VerlTelemetryBridge,

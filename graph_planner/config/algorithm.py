@@ -1,7 +1,7 @@
 """PPO / ROLL algorithm keys of the seeds (000 ``training.*``, 004 ROLL), with what each does on each backend.
 
 The seeds name these keys; a user copying a ROLL or runbook YAML expects them to load. Each one either maps to a
-verl override (``graph_planner.training.verl_config.algorithm_overrides``), changes the local GRPO backend
+verl override (``graph_planner.training.verl.config.algorithm_overrides``), changes the local GRPO backend
 (``graph_planner.training.grpo`` / ``local_trainer``), or is refused with a message naming why. Values left at
 ``None`` mean "not set": verl's own default and our local behaviour stay as they were.
 """

@@ -146,7 +146,7 @@ class CGMGenerationConfig(SamplingConfig):
 
 
 class SFTWarmStartConfig(Section):
-    """Trajectory SFT warm start before GRPO (graph_planner/training/sft.py, TRL's SFTTrainer)."""
+    """Trajectory SFT warm start before GRPO (graph_planner/training/sft/trainer.py, TRL's SFTTrainer)."""
 
     affects = frozenset({"train"})
     file_fields = frozenset({"trajectories_dir"})
@@ -222,7 +222,7 @@ class TrainingConfig(AlgorithmKeys, Section):
     )
     rollout_engine: Literal["vllm", "sglang", "hf"] = Field(
         "vllm", description="verl backend: inference engine of the rollout (actor_rollout_ref.rollout.name); hf = "
-        "transformers.generate, the CPU rollout of graph_planner.training.verl_cpu (used on a GPU-less local head)."
+        "transformers.generate, the CPU rollout of graph_planner.training.verl.cpu (used on a GPU-less local head)."
     )
     env_groups: int = Field(
         1, ge=1, description="ROLL env groups: GRPO groups (one task x group_size envs) rolled out at the same time "

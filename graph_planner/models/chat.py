@@ -295,7 +295,7 @@ class HFChatModel:
 
 
 class GenerationHandle(Protocol):
-    """The training policy handle (graph_planner.training.policy_handle.PolicyHandle) seen from here."""
+    """The training policy handle (graph_planner.training.local.policy_handle.PolicyHandle) seen from here."""
 
     def generate(self, messages_or_prompt_ids: Any, sampling: SamplingConfig) -> Any: ...
 

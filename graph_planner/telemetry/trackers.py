@@ -245,8 +245,20 @@ class MultiTracker:
                 self._call(name, tracker.log_config, clean)
 
     def watch(self, model: Any) -> None:
-        """Forward to trackers that can watch a local model (W&B, when ``logging.wandb.watch.enabled``)."""
-        self._each("watch", model)
+        """Forward to trackers that can watch a local model (W&B, when ``logging.wandb.watch.enabled``).
+
+        In this thread, not through the background sender: ``watch`` only registers hooks on the local model (no
+        server round trip), and they must be in place before the next backward pass, or its gradients are lost."""
+        with self._lock:
+            if self._finished:
+                return
+            for name, tracker in self.trackers.items():
+                if hasattr(tracker, "watch"):
+                    health = self.health.get(name)
+                    if health is not None:
+                        health.call(tracker.watch, model)
+                    else:
+                        tracker.watch(model)
 
     def log_table(self, key: str, columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> None:
         """A table (e.g. per-task eval results) to the trackers that hold tables (W&B)."""

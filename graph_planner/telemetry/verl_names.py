@@ -2,7 +2,7 @@
 ``train/policy_loss``, ``train/value_loss``, ``train/grad_norm`` next to verl's own ``actor/*`` / ``critic/*``.
 
 verl logs from inside its Ray TaskRunner through ``verl.utils.tracking.Tracking``. The job's runtime env names this
-module in ``VERL_USE_EXTERNAL_MODULES`` (:func:`graph_planner.training.ray_job.job_runtime_env`), so ``import verl``
+module in ``VERL_USE_EXTERNAL_MODULES`` (:func:`graph_planner.training.ray.job.job_runtime_env`), so ``import verl``
 imports it in every verl process, and it wraps ``Tracking.log`` once to add the seed names
 (:func:`graph_planner.telemetry.metrics.with_seed_names`). Nothing else in verl changes.
 """

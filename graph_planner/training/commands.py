@@ -39,8 +39,8 @@ def run_local(config: RunConfig, dry_run: bool) -> int:
     from graph_planner.config.run_dirs import refuse_clobber
     from graph_planner.config.run_lock import RunLockedError, refuse_if_locked
     from graph_planner.disk import check_output_dir
-    from graph_planner.training import rollout
-    from graph_planner.training.local_run import train_local
+    from graph_planner.training.local import rollout
+    from graph_planner.training.local.run import train_local
 
     try:
         refuse_if_locked(run_paths(config).run_dir)  # a live run first: its files are not "an earlier run"
@@ -89,8 +89,8 @@ def prepare_verl_data(config: RunConfig) -> None:
 def run_verl(config: RunConfig, train_files: str | None, val_files: str | None, dry_run: bool) -> int:
     """Preflight, then submit the verl job to Ray (dry runs skip the GPU rules and the cluster GPU check)."""
     from graph_planner.config.preflight import preflight_check
-    from graph_planner.training.ray_job import run_training_job, write_job_config
-    from graph_planner.training.verl_config import default_data_paths
+    from graph_planner.training.ray.job import run_training_job, write_job_config
+    from graph_planner.training.verl.config import default_data_paths
 
     if not dry_run:
         try:
@@ -98,7 +98,7 @@ def run_verl(config: RunConfig, train_files: str | None, val_files: str | None, 
         except ValueError as exc:
             typer.echo(str(exc), err=True)
             return 1
-    from graph_planner.training.ray_job import user_cluster_auth_problem
+    from graph_planner.training.ray.job import user_cluster_auth_problem
 
     problem = user_cluster_auth_problem(config)  # before anything is prepared or written
     if problem:
@@ -117,7 +117,7 @@ def run_verl(config: RunConfig, train_files: str | None, val_files: str | None, 
         typer.echo(f"error: {outcome.message or f'Ray job {outcome.job_id} did not succeed'}", err=True)
     elif not dry_run:
         from graph_planner.config.paths import run_paths
-        from graph_planner.training.checkpoint import latest_verl_model
+        from graph_planner.training.local.checkpoint import latest_verl_model
 
         root = run_paths(config).checkpoints
         typer.echo(f"Ray job {outcome.job_id} succeeded; checkpoints in {root}; HF model: "

@@ -27,8 +27,8 @@ def window_means(values: list[float], window: int) -> tuple[float, float]:
 
 def run_learning(config: RunConfig, window: int = 5) -> dict[str, Any]:
     """SFT (if enabled) then GRPO to ``training.total_steps``; return the curve and its summary figures."""
-    from graph_planner.training.local_run import train_local
-    from graph_planner.training.sft import run_sft
+    from graph_planner.training.local.run import train_local
+    from graph_planner.training.sft.trainer import run_sft
 
     started = time.monotonic()
     sft_seconds = 0.0

@@ -48,8 +48,8 @@ def play(config: RunConfig, model_dir: str, dataset: str, episodes_per_task: int
 
     from graph_planner.models.loading import load_causal_lm
     from graph_planner.models.toy import resolve_model_path
-    from graph_planner.training.policy_handle import PolicyHandle
-    from graph_planner.training.rollout import make_env_rollout
+    from graph_planner.training.local.policy_handle import PolicyHandle
+    from graph_planner.training.local.rollout import make_env_rollout
 
     path = resolve_model_path(model_dir, config.paths.cache_dir)
     tokenizer = AutoTokenizer.from_pretrained(path)

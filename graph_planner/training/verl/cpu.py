@@ -3,7 +3,7 @@
 verl ships no CPU platform and no rollout that runs without vLLM / SGLang / TensorRT-LLM. Its own extension hooks
 are enough to add both, with no verl file edited (facts: ``reference/verl_on_cpu.md``):
 
-- ``VERL_USE_EXTERNAL_MODULES=graph_planner.training.verl_cpu`` makes ``import verl`` import this module in every
+- ``VERL_USE_EXTERNAL_MODULES=graph_planner.training.verl.cpu`` makes ``import verl`` import this module in every
   verl process (driver, TaskRunner, FSDP workers, agent-loop workers, rollout server);
 - ``VERL_PLATFORM=cpu`` selects the :class:`CpuPlatform` registered here.
 

@@ -22,7 +22,7 @@ its thread. Errors (model server, sandbox start) propagate after cleanup, so ver
 than training on a made-up reward.
 
 Telemetry: every finished episode is appended to ``<run dir>/verl/episodes.jsonl`` with the step it was generated
-for; the job's entry process turns them into the seed metric names (:mod:`graph_planner.training.verl_telemetry`).
+for; the job's entry process turns them into the seed metric names (:mod:`graph_planner.training.verl.telemetry`).
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ from graph_planner.integrations.episode_setup import (
     task_from_row,
 )
 from graph_planner.integrations.sandbox_slots import SandboxSlot, SandboxSlots
-from graph_planner.training.verl_config import AGENT_LOOP_NAME
-from graph_planner.training.verl_telemetry import EPISODES_FILE, record_episode, telemetry_dir
+from graph_planner.training.verl.config import AGENT_LOOP_NAME
+from graph_planner.training.verl.telemetry import EPISODES_FILE, record_episode, telemetry_dir
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -161,7 +161,7 @@ class GraphPlannerAgentLoop(AgentLoopBase):
         if not run_config_path:
             raise ValueError(
                 "GraphPlannerAgentLoop needs run_config_path (the job's run config YAML) in its entry of the "
-                "agent-loop config file; write that file with graph_planner.training.agent_loop."
+                "agent-loop config file; write that file with graph_planner.training.verl.agent_loop."
                 "write_agent_loop_config")
         self.run_config = load_run_config_file(run_config_path)
         self.response_length = int(self.rollout_config.response_length)

@@ -133,7 +133,7 @@ def rule_trajectories(config: RunConfig) -> Iterable[list[dict[str, Any]]]:
     from graph_planner.env.assembly import graph_cache, open_env
     from graph_planner.env.episode import run_episode
     from graph_planner.env.replay import trajectory_lines
-    from graph_planner.training.rollout import load_training_tasks, rollout_concurrency
+    from graph_planner.training.local.rollout import load_training_tasks, rollout_concurrency
 
     sft = config.training.sft
     tasks, dataset_dir = load_training_tasks(config)

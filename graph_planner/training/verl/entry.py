@@ -1,4 +1,4 @@
-"""Entrypoint of the verl training Ray job: ``python -m graph_planner.training.verl_entry --config-file RESOLVED.yaml``.
+"""Entrypoint of the verl training Ray job: ``python -m graph_planner.training.verl.entry --config-file RESOLVED.yaml``.
 
 ``--dry-run`` checks what a GPU run would need first, then exits 0 (or 1 naming every problem): the resolved
 config loads, the parquet data files exist with verl's columns, the agent-loop class imports and is a verl
@@ -24,7 +24,7 @@ from graph_planner.config.loader import ConfigError, load_run_config
 from graph_planner.config.paths import run_paths
 from graph_planner.config.schema import RunConfig
 from graph_planner.models.toy import resolve_model_path
-from graph_planner.training.verl_config import (
+from graph_planner.training.verl.config import (
     AGENT_LOOP_NAME,
     VerlDataPaths,
     build_verl_overrides,
@@ -33,7 +33,7 @@ from graph_planner.training.verl_config import (
 )
 
 #: The Graph Planner agent loop (``AgentLoopBase`` subclass) registered for verl.
-DEFAULT_AGENT_LOOP = "graph_planner.training.agent_loop:GraphPlannerAgentLoop"
+DEFAULT_AGENT_LOOP = "graph_planner.training.verl.agent_loop:GraphPlannerAgentLoop"
 #: Columns verl's RLHFDataset and our agent loop read from every row.
 REQUIRED_COLUMNS = ("data_source", "prompt")
 
@@ -86,7 +86,7 @@ def agent_loop_yaml(run_dir: Path, target: str, run_config_path: str | Path) -> 
     """
     path = run_dir / "verl" / "agent_loops.yaml"
     if target == DEFAULT_AGENT_LOOP:
-        from graph_planner.training.agent_loop import write_agent_loop_config
+        from graph_planner.training.verl.agent_loop import write_agent_loop_config
 
         return write_agent_loop_config(path, run_config_path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -101,7 +101,7 @@ def platform_overrides(cpu: bool) -> dict[str, object]:
     """The CPU path's verl overrides (``--cpu``: the job runs on a GPU-less local head), else none."""
     if not cpu:
         return {}
-    from graph_planner.training.verl_cpu import cpu_hydra_overrides
+    from graph_planner.training.verl.cpu import cpu_hydra_overrides
 
     return cpu_hydra_overrides()
 
@@ -154,7 +154,7 @@ def run_main_ppo(config: RunConfig, run_dir: Path, overrides: list[str]) -> int:
     prints the error first; ``verl`` is already imported here (the agent-loop check), so no second process pays
     for it.
     """
-    from graph_planner.training.verl_telemetry import VERL_METRICS_FILE, VerlTelemetryBridge
+    from graph_planner.training.verl.telemetry import VERL_METRICS_FILE, VerlTelemetryBridge
 
     os.environ.setdefault("VERL_FILE_LOGGER_PATH", str(run_dir / "verl" / VERL_METRICS_FILE))  # the job's wins
     with VerlTelemetryBridge(config, run_dir):
@@ -178,14 +178,14 @@ def _run_module_as_main(module: str, args: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m graph_planner.training.verl_entry", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m graph_planner.training.verl.entry", description=__doc__)
     parser.add_argument("--config-file", required=True, help="resolved_config.yaml of the run")
     parser.add_argument("--train-files", help="train parquet (default <data.output_dir>/registry/<dataset_name>/train.parquet)")
     parser.add_argument("--val-files", help="val parquet (default beside the train file)")
     parser.add_argument("--agent-loop", default=DEFAULT_AGENT_LOOP, help="module:Class of the verl agent loop")
     parser.add_argument("--dry-run", action="store_true", help="validate config, data and agent loop; no training")
     parser.add_argument("--cpu", action="store_true",
-                        help="GPU-less head: verl's cpu platform and hf rollout (graph_planner.training.verl_cpu)")
+                        help="GPU-less head: verl's cpu platform and hf rollout (graph_planner.training.verl.cpu)")
     args = parser.parse_args(argv)
     try:
         config = load_run_config(args.config_file, yaml_only=True)

@@ -1,5 +1,5 @@
 """Trajectory SFT warm start (``gp sft``, the pipeline's ``sft`` step): fine-tune the planner on chat examples
-built from trajectories (:mod:`graph_planner.training.sft_data`) with TRL's ``SFTTrainer``; the result is an
+built from trajectories (:mod:`graph_planner.training.sft.data`) with TRL's ``SFTTrainer``; the result is an
 ordinary HF model dir that ``gp train`` takes as ``paths.planner_model``.
 
 Why TRL's SFTTrainer and not verl's SFT trainer: it trains in this process on whatever device is there (CPU for
@@ -76,7 +76,7 @@ def run_sft(config: RunConfig, out_dir: str | Path | None = None,
     from graph_planner.models.loading import load_causal_lm
     from graph_planner.models.toy import resolve_model_path
     from graph_planner.training.background_imports import SFT_IMPORTS, import_in_background
-    from graph_planner.training.sft_data import collect_examples, tokenize_example
+    from graph_planner.training.sft.data import collect_examples, tokenize_example
 
     started = time.monotonic()
     sft, t = config.training.sft, config.training

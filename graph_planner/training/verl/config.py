@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 #: Name our agent loop is registered under in the agent-loop YAML (the verl-side loop is wired by the lead).
 AGENT_LOOP_NAME = "graph_planner"
 #: verl's own loggers: ``console`` (the job log) and ``file`` (one JSON line a step), which the job's telemetry
-#: bridge forwards into the run's trackers (:mod:`graph_planner.training.verl_telemetry`): one writer per tracker.
+#: bridge forwards into the run's trackers (:mod:`graph_planner.training.verl.telemetry`): one writer per tracker.
 VERL_LOGGERS = ["console", "file"]
 _SAFE = re.compile(r"^[A-Za-z_/.][A-Za-z0-9_./:\-]*$")
 _RESERVED = {"true", "false", "null", "none", "nan", "inf", "-inf"}
@@ -303,7 +303,7 @@ def build_verl_overrides(config: RunConfig, data_paths: VerlDataPaths, run_dir: 
                          agent_loop_config_path: str | Path | None = None,
                          platform_overrides: Mapping[str, Any] | None = None) -> list[str]:
     """``key=value`` strings for ``python -m verl.trainer.main_ppo``: the translated keys, then the platform's
-    (the CPU path's, :func:`graph_planner.training.verl_cpu.cpu_hydra_overrides`), then ``verl_overrides`` (it
+    (the CPU path's, :func:`graph_planner.training.verl.cpu.cpu_hydra_overrides`), then ``verl_overrides`` (it
     wins)."""
     merged = base_overrides(config, data_paths, run_dir, agent_loop_config_path)
     schema = verl_schema_keys()

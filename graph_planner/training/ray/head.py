@@ -7,7 +7,7 @@ and it is stopped through the processes it started: SIGTERM to the ``ray start -
 process whose command line names the head's temp dir (raylet, GCS, dashboard, workers), SIGKILL after a grace
 period. Its resources: at least 4 logical CPUs (verl's placement bundle asks ``{"GPU": 1, "CPU": 3}``) and, on a
 machine without CUDA, one *logical* GPU that verl's resource pool counts (the ``cpu`` platform of
-:mod:`graph_planner.training.verl_cpu` runs the work). The head runs with Ray token auth: a fresh token per head
+:mod:`graph_planner.training.verl.cpu` runs the work). The head runs with Ray token auth: a fresh token per head
 in a private 0700 dir that also holds its Ray temp dir (:mod:`graph_planner.integrations.ray_auth`), so no other
 process of the host can submit to it; its dashboard listens on 127.0.0.1 only.
 """

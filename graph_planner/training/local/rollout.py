@@ -50,10 +50,10 @@ def rollout_concurrency(config: RunConfig) -> int:
 def play_concurrently(play: Callable[[TaskRecord, Any], Trajectory], policy: Any, config: RunConfig,
                       episodes: list[TaskRecord], concurrency: int) -> list[Trajectory]:
     """Play ``episodes`` (tasks, a task once per group member) ``concurrency`` at a time, each in its own thread
-    and sandbox, their generations batched in lockstep rounds (:mod:`~graph_planner.training.batched_generation`).
+    and sandbox, their generations batched in lockstep rounds (:mod:`~graph_planner.training.local.batched_generation`).
     Returns the trajectories in episode order; the first episode error is raised once its chunk has finished."""
     from graph_planner.models.chat import PolicyHandleChat
-    from graph_planner.training.batched_generation import GenerationBatcher
+    from graph_planner.training.local.batched_generation import GenerationBatcher
 
     trajectories: list[Trajectory] = []
     for start in range(0, len(episodes), concurrency):

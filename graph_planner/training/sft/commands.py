@@ -24,7 +24,7 @@ def sft_cmd(
     **options: Any,
 ) -> None:
     """Fine-tune the planner on trajectories (TRL SFTTrainer); print the HF model dir for `gp train`."""
-    from graph_planner.training.sft import run_sft
+    from graph_planner.training.sft.trainer import run_sft
 
     config = config_from_cli({**locals(), **options}, extra_map={"dataset": "paths.dataset_train", "source": "training.sft.source",
                                                   "trajectories": "training.sft.trajectories_dir",

@@ -48,9 +48,9 @@ def _train_locked(config: RunConfig, on_step: Callable[[dict[str, float], int, i
     from graph_planner.config.run_dirs import refuse_clobber
     from graph_planner.telemetry.metrics import episode_metrics
     from graph_planner.telemetry.session import run_telemetry
-    from graph_planner.training.checkpoint import latest_checkpoint
-    from graph_planner.training.local_trainer import LocalGRPOTrainer
-    from graph_planner.training.rollout import make_env_rollout
+    from graph_planner.training.local.checkpoint import latest_checkpoint
+    from graph_planner.training.local.trainer import LocalGRPOTrainer
+    from graph_planner.training.local.rollout import make_env_rollout
 
     refuse_clobber(run_paths(config).run_dir, config.training.resume_from)
     tasks, rollout_fn = rollout if rollout is not None else make_env_rollout(config)
@@ -92,7 +92,7 @@ def prepare_resume(config: RunConfig) -> None:
     """Under the run lock, before telemetry opens: remove checkpoint temp dirs a killed save left, and on a resume
     drop the metrics rows past the checkpoint (the steps run again), so ``metrics.jsonl`` holds each step once."""
     from graph_planner.config.paths import run_paths
-    from graph_planner.training import checkpoint as ckpt
+    from graph_planner.training.local import checkpoint as ckpt
 
     run_dir = run_paths(config).run_dir
     for orphan in ckpt.remove_orphan_temps(run_dir):
@@ -111,7 +111,7 @@ def publish_training(tracker: Any, config: RunConfig, curves: Path | None, check
     if curves is not None:
         tracker.log_images({"training_curves": curves})
     if checkpoint is not None and config.logging.wandb.log_checkpoints:
-        from graph_planner.training.checkpoint import MODEL_DIR
+        from graph_planner.training.local.checkpoint import MODEL_DIR
 
         model = checkpoint / MODEL_DIR  # the HF model dir (weights + tokenizer), not the optimizer state
         tracker.log_artifact(model if model.is_dir() else checkpoint, name=f"{config.run_name}-model", kind="model")

@@ -9,8 +9,8 @@ Auth: Ray 2.60 clusters use token auth; the client honours Ray's own ``RAY_AUTH_
 refused before anything starts. A private head gets its own fresh token (:mod:`graph_planner.integrations.ray_auth`),
 which its clients send as a header. The address is
 ``resources.ray_address``, else Ray's ``RAY_ADDRESS``, else a private local head started for this job
-(:mod:`graph_planner.training.ray_head`; on a machine without CUDA the job runs verl on CPU through
-:mod:`graph_planner.training.verl_cpu`).
+(:mod:`graph_planner.training.ray.head`; on a machine without CUDA the job runs verl on CPU through
+:mod:`graph_planner.training.verl.cpu`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from graph_planner import termination
 from graph_planner.config.paths import RESOLVED_CONFIG, run_paths
 from graph_planner.config.schema import RunConfig
 from graph_planner.integrations.ray_auth import RayAuthError, user_auth_problem, user_headers
-from graph_planner.training.ray_head import (
+from graph_planner.training.ray.head import (
     MIN_LOGICAL_CPUS,
     LocalRayHead,
     RayHeadError,
@@ -46,8 +46,8 @@ log = logging.getLogger(__name__)
 
 EXIT_SUCCEEDED, EXIT_FAILED, EXIT_REFUSED = 0, 1, 2
 TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
-ENTRY_MODULE = "graph_planner.training.verl_entry"
-VERL_COMPAT_MODULE = "graph_planner.training.verl_compat"
+ENTRY_MODULE = "graph_planner.training.verl.entry"
+VERL_COMPAT_MODULE = "graph_planner.training.verl.compat"
 #: Never shipped to the cluster: environments, data, runs, caches (the 512 MiB upload cap; code only).
 UPLOAD_EXCLUDES = [".venv", ".git", ".cache", "runs", "prepared", "outputs", "wandb", ".pytest_cache", ".ruff_cache",
                    ".mypy_cache", "__pycache__", "*.egg-info", "*.parquet", "*.safetensors", "*.bin", "*.pt",
@@ -71,11 +71,11 @@ def job_runtime_env(config: RunConfig) -> dict[str, Any]:
 
     ``resources.system_envs`` (ROLL's ``system_envs``) are added to the job's env vars; ours win on a clash.
     """
-    from graph_planner.training.verl_telemetry import VERL_METRICS_FILE, telemetry_dir
+    from graph_planner.training.verl.telemetry import VERL_METRICS_FILE, telemetry_dir
 
     env_vars = {**config.resources.system_envs, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false",
                 # seed 000 section 5: verl's tracker also logs train/kl, train/entropy, ... (telemetry.verl_names);
-                # verl 0.9.1 fixes for every platform (training.verl_compat)
+                # verl 0.9.1 fixes for every platform (training.verl.compat)
                 "VERL_USE_EXTERNAL_MODULES": f"{SEED_METRIC_NAMES_MODULE},{VERL_COMPAT_MODULE}",
                 # verl's file logger runs in its TaskRunner actor, which sees the job's env, not the driver's
                 "VERL_FILE_LOGGER_PATH": str((telemetry_dir(config) / VERL_METRICS_FILE).resolve())}
@@ -161,7 +161,7 @@ def cluster_gpus(dashboard_address: str, wait_s: float = 30.0) -> float:
 
 def check_cluster_gpus(config: RunConfig, dashboard_address: str) -> None:
     """Refuse a cluster with fewer GPUs than the verl trainer layout needs."""
-    from graph_planner.training.verl_config import verl_gpu_layout
+    from graph_planner.training.verl.config import verl_gpu_layout
 
     layout = verl_gpu_layout(config)
     have = cluster_gpus(dashboard_address)
@@ -177,7 +177,7 @@ def check_cluster_gpus(config: RunConfig, dashboard_address: str) -> None:
 class Cluster:
     """Where the job goes: a configured cluster, or a private local head started for it (``head``).
 
-    ``cpu_platform``: the local head has no CUDA device, so the job loads :mod:`graph_planner.training.verl_cpu`
+    ``cpu_platform``: the local head has no CUDA device, so the job loads :mod:`graph_planner.training.verl.cpu`
     (cpu platform, hf rollout) in every verl process.
     """
 
@@ -240,7 +240,7 @@ def prepare_job(config: RunConfig, entrypoint_args: Sequence[str], cluster: Clus
         args.append("--dry-run")
     runtime_env = job_runtime_env(config)
     if cluster.cpu_platform:
-        from graph_planner.training.verl_cpu import cpu_job_env_vars
+        from graph_planner.training.verl.cpu import cpu_job_env_vars
 
         cpu_vars = cpu_job_env_vars()
         modules = [runtime_env["env_vars"].get("VERL_USE_EXTERNAL_MODULES"), cpu_vars.pop("VERL_USE_EXTERNAL_MODULES")]
@@ -366,7 +366,7 @@ def _sigterm_as_exception() -> Iterator[None]:
 
 def run_training_job(config: RunConfig, entrypoint_args: Sequence[str], dry_run: bool = False,
                      sink: Callable[[str], None] | None = None, submit: SubmitFn = submit_job) -> JobOutcome:
-    """Prepare -> submit -> follow ``python -m graph_planner.training.verl_entry <args>`` on the run's cluster.
+    """Prepare -> submit -> follow ``python -m graph_planner.training.verl.entry <args>`` on the run's cluster.
 
     With ``dry_run`` the entrypoint gets ``--dry-run`` (config, data and agent-loop checks, no training) and the
     GPU check is skipped, so the job plumbing can be exercised on any cluster. A failed or stopped job's outcome
