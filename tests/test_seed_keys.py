@@ -14,8 +14,8 @@ from hydra import compose, initialize_config_dir
 
 from graph_planner.config import ConfigError, RunConfig, load_run_config
 from graph_planner.training import grpo
-from graph_planner.training.verl.agent_loop import _clipped
 from graph_planner.training.ray.job import job_runtime_env
+from graph_planner.training.verl.agent_loop import _clipped
 from graph_planner.training.verl.config import VerlDataPaths, build_verl_overrides, verl_config_dir
 
 VERL = {"training.backend": "verl", "resources.num_gpus": 2, "resources.ray_num_gpus": 2}

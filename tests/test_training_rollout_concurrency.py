@@ -141,8 +141,8 @@ def prepared(tmp_path_factory) -> Path:
 def test_concurrent_env_rollouts_batch_generation_and_repeat_under_the_same_seed(tmp_path, prepared):
     """Real sandboxes, real tests, the toy model: 2 tasks x 3 episodes play at once; generation is batched and the
     same seed gives the same trajectories, whatever order the threads ran in."""
-    from graph_planner.training.local.trainer import LocalGRPOTrainer
     from graph_planner.training.local.rollout import make_env_rollout
+    from graph_planner.training.local.trainer import LocalGRPOTrainer
 
     config = load_run_config(None, {
         "experiment.run_name": "concurrent", "logging.output_dir": str(tmp_path / "runs"),

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 from graph_planner.cli import app
 from graph_planner.config.loader import load_run_config
 from graph_planner.training import commands
-from graph_planner.training.verl import entry as verl_entry
 from graph_planner.training.ray.job import job_entrypoint, job_runtime_env, write_job_config
+from graph_planner.training.verl import entry as verl_entry
 
 
 def write_parquet(path: Path, rows: int = 3) -> Path:

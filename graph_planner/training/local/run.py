@@ -49,8 +49,8 @@ def _train_locked(config: RunConfig, on_step: Callable[[dict[str, float], int, i
     from graph_planner.telemetry.metrics import episode_metrics
     from graph_planner.telemetry.session import run_telemetry
     from graph_planner.training.local.checkpoint import latest_checkpoint
-    from graph_planner.training.local.trainer import LocalGRPOTrainer
     from graph_planner.training.local.rollout import make_env_rollout
+    from graph_planner.training.local.trainer import LocalGRPOTrainer
 
     refuse_clobber(run_paths(config).run_dir, config.training.resume_from)
     tasks, rollout_fn = rollout if rollout is not None else make_env_rollout(config)

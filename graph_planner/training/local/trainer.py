@@ -28,9 +28,9 @@ from graph_planner.config.schema import RunConfig
 from graph_planner.episode.turns import Trajectory
 from graph_planner.models.toy import resolve_model_path
 from graph_planner.telemetry.metrics import with_seed_names
-from graph_planner.training.local import checkpoint as ckpt
 from graph_planner.training import grpo
 from graph_planner.training.background_imports import GRPO_IMPORTS, import_in_background
+from graph_planner.training.local import checkpoint as ckpt
 from graph_planner.training.local.policy_handle import PolicyHandle, sampling_temperature
 
 log = logging.getLogger(__name__)
