@@ -16,6 +16,7 @@ from typing import Annotated, Any, TypeVar, get_type_hints
 import typer
 
 from graph_planner.config.loader import load_run_config, parse_set_override
+from graph_planner.config.sandbox_names import SANDBOX_NAMES, canonical_sandbox_name
 from graph_planner.config.schema import RunConfig
 
 ConfigFile = Annotated[Path | None, typer.Option("--config-file", "-c", help="Run config YAML.")]
@@ -40,10 +41,23 @@ DisableCgm = Annotated[bool | None, typer.Option("--disable-cgm-synthesis/--enab
 RunName = Annotated[str | None, typer.Option("--run-name", help="Run directory name.")]
 OutputDir = Annotated[str | None, typer.Option("--output-dir", help="Root of run directories.")]
 Seed = Annotated[int | None, typer.Option("--seed")]
+
+
+def sandbox_option(value: str) -> str:
+    """--sandbox takes the registry's names and aliases (graph_planner/config/sandbox_names.py): an alias becomes
+    its name, anything else is refused (exit 2) with every accepted spelling."""
+    try:
+        return canonical_sandbox_name(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
 SandboxBackend = Annotated[str | None, typer.Option(
-    "--sandbox", help="local | docker | r2egym: every task runs on it (CLI > task's backend > backends.sandbox).")]
+    "--sandbox", parser=sandbox_option, metavar="|".join(SANDBOX_NAMES),
+    help="Every task runs on this backend (CLI > task's backend > backends.sandbox).")]
 #: The old name of --sandbox on `gp smoke` / `gp validate-tasks`, kept working but not shown.
-SandboxAlias = Annotated[str | None, typer.Option("--backend", hidden=True, help="Old name of --sandbox.")]
+SandboxAlias = Annotated[str | None, typer.Option("--backend", hidden=True, parser=sandbox_option,
+                                                  help="Old name of --sandbox.")]
 
 F = TypeVar("F", bound=Callable[..., Any])
 

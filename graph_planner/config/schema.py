@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 from graph_planner.config.algorithm import GROUP_ESTIMATORS, AlgorithmKeys, backend_problems
 from graph_planner.config.aliases import move_seed_keys
 from graph_planner.config.roll import move_roll_keys
+from graph_planner.config.sandbox_names import SandboxName, unalias_sandbox_name
 
 #: The cached steps a config value can change: prepared tasks, image manifest, registered parquet, trained
 #: weights, eval results.
@@ -85,21 +86,17 @@ class BackendsConfig(Section):
     )
     cgm_endpoint: str | None = Field(None, description="URL of the CGM /generate service or LLM base URL.")
     cgm_api_key_env: str = Field("CGM_API_KEY", description="Env var holding the synthesiser API key.")
-    sandbox: Literal["local", "docker", "r2egym"] = Field(
+    sandbox: SandboxName = Field(
         "local", description="Sandbox backend of tasks that name none; a failing backend is an error, never a "
                              "silent fallback."
     )
-    sandbox_override: Literal["local", "docker", "r2egym"] | None = Field(
+    sandbox_override: SandboxName | None = Field(
         None, description="Set by --sandbox: every task runs on this backend, whatever its own `backend` says "
                           "(precedence: CLI > task > backends.sandbox)."
     )
     dtype: Literal["float32", "bfloat16", "float16", "auto"] = Field("float32", description="Model dtype.")
 
-    @field_validator("sandbox", "sandbox_override", mode="before")
-    @classmethod
-    def _repoenv_is_r2egym(cls, value: Any) -> Any:
-        """Seeds 001/002 call the R2E-Gym backend ``repoenv`` (its RepoEnv class)."""
-        return "r2egym" if value == "repoenv" else value
+    _sandbox_alias = field_validator("sandbox", "sandbox_override", mode="before")(unalias_sandbox_name)
     device_map_planner: str | list[int] = Field(
         "auto", description="HF device map for the planner, or a GPU list ([0,1,2,3]) pinning it to those GPUs.")
     device_map_cgm: str | list[int] = Field(

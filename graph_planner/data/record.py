@@ -9,6 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from graph_planner.config.sandbox_names import SandboxName, unalias_sandbox_name
+
 #: synth: bugs injected into a repository (graph_planner.synth); mined: fix commits of its history.
 TaskSource = Literal["r2e_gym", "swebench", "custom", "synth", "mined"]
 #: Fields the agent never sees (grading only).
@@ -53,7 +55,7 @@ class TaskRecord(BaseModel):
     # environment
     image: str | None = Field(None, description="Docker image holding the repository at the buggy commit.")
     workdir: str = "/testbed"
-    backend: Literal["local", "docker", "r2egym"] | None = Field(None, description="Sandbox override for this task.")
+    backend: SandboxName | None = Field(None, description="Sandbox override for this task.")
     env: dict[str, str] = Field(default_factory=dict)
     repo_path: str | None = Field(
         None, description="Local source tree for the local backend, relative to the dataset file's directory."
@@ -74,11 +76,7 @@ class TaskRecord(BaseModel):
     test_patch: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
 
-    @field_validator("backend", mode="before")
-    @classmethod
-    def _repoenv_is_r2egym(cls, value: Any) -> Any:
-        """Seeds 001/002 name the R2E-Gym backend ``repoenv``."""
-        return "r2egym" if value == "repoenv" else value
+    _backend_alias = field_validator("backend", mode="before")(unalias_sandbox_name)
 
     @field_validator("fail_to_pass", "pass_to_pass", mode="before")
     @classmethod

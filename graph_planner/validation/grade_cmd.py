@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from graph_planner.config.cli_options import ConfigFile, SetItems, YamlOnly, config_from_cli
+from graph_planner.config.cli_options import ConfigFile, SetItems, YamlOnly, config_from_cli, sandbox_option
 
 console = Console(stderr=True)
 
@@ -25,8 +25,9 @@ def grade_cmd(
                                           "dir with --split.")],
     predictions: Annotated[Path, typer.Option("--predictions", help="SWE-bench predictions: JSONL rows (or a "
                                               "JSON list) of {instance_id, model_patch, model_name_or_path}.")],
-    sandbox: Annotated[str | None, typer.Option("--sandbox", "--backend", help="local | docker (default: per "
-                                                "task, else backends.sandbox).")] = None,
+    sandbox: Annotated[str | None, typer.Option("--sandbox", "--backend", parser=sandbox_option,
+                                                help="Backend of every instance (default: per task, else "
+                                                "backends.sandbox).")] = None,
     split: Annotated[str | None, typer.Option("--split", help="Split to read when --dataset is a dir.")] = None,
     report: Annotated[Path | None, typer.Option("--report", help="JSON report path (default: "
                                                 "<output_dir>/grade/<predictions stem>.json).")] = None,
@@ -37,7 +38,6 @@ def grade_cmd(
     """Grade a predictions file; exit 0 when every instance was graded, 3 when some errored, 2 on bad input."""
     from graph_planner.data.io import TaskFileError, atomic_write_text, read_task_records, resolve_split_file
     from graph_planner.disk import REPORT_ROOM, check_output_dir
-    from graph_planner.sandbox.factory import BACKENDS
     from graph_planner.validation.grade import (
         DUPLICATE,
         PredictionsError,
@@ -46,9 +46,6 @@ def grade_cmd(
         read_predictions,
     )
 
-    if sandbox is not None and sandbox not in BACKENDS:
-        console.print(f"[red]error[/red]: --sandbox {sandbox!r}: choose one of {', '.join(BACKENDS)}")
-        raise typer.Exit(EXIT_BAD_INPUT)
     config = config_from_cli({"config_file": config_file, "yaml_only": yaml_only, "set_items": set_items},
                              write=False)
     try:

@@ -18,9 +18,6 @@ from graph_planner.data.record import TaskRecord
 from graph_planner.data.sources import r2e_gym
 from graph_planner.data.sources.base import RowRejected
 
-#: Seed / R2E names of the R2E-Gym sandbox backend.
-BACKEND_ALIASES = {"repoenv": "r2egym"}
-
 
 def is_seed_repoenv_row(row: Mapping[str, Any]) -> bool:
     return isinstance(row.get("sandbox"), Mapping) and "issue" in row
@@ -52,8 +49,8 @@ def normalize_seed_repoenv_row(row: Mapping[str, Any], base_dir: Path, split: st
     issue = row.get("issue")
     if not isinstance(issue, str) or not issue.strip():
         raise RowRejected("issue: missing or empty", task_id)
-    backend = sandbox.get("backend")
-    backend = BACKEND_ALIASES.get(backend, backend) if isinstance(backend, str) else None
+    backend = sandbox.get("backend")  # TaskRecord resolves an alias (repoenv) and refuses an unknown name
+    backend = backend if isinstance(backend, str) else None
     update: dict[str, Any] = {
         "source": "custom", "problem_statement": issue,
         "max_steps": row.get("max_steps", max_steps), "backend": backend,
