@@ -36,12 +36,72 @@ _NOISE = {
     "AssertionError", "Expected", "Actual", "expected", "actual", "the", "and", "for", "with", "not", "this",
 }
 _CODE_KINDS = ("FUNCTION", "CLASS")
+#: A pytest node id as bug reports quote it: ``tests/test_x.py::test_name`` or ``tests/test_x.py::TestCls::test_y[p]``.
+_PYTEST_ID = re.compile(r"([\w./-]+\.py)::([A-Za-z_]\w*(?:::[A-Za-z_]\w*)*)")
+#: A failing-test line of a symptom report: ``- `<pytest id>`: <message>``.
+_SYMPTOM_LINE = re.compile(r"`([\w./-]+\.py::[^`]+)`:?\s*(.*)")
+
+
+def failing_tests(text: str) -> list[tuple[str, str]]:
+    """(test file, qualified test name) of the pytest ids an issue quotes, in order, without duplicates; a class
+    test ``A::test_b`` comes back as ``A.test_b`` (the code graph's qualname)."""
+    out: list[tuple[str, str]] = []
+    for path, name in _PYTEST_ID.findall(text):
+        item = (path, name.replace("::", "."))
+        if _is_test_path(path) and item not in out:
+            out.append(item)
+    return out
+
+
+def symptom_words(text: str) -> set[str]:
+    """Identifiers in the failing tests' messages (``'PlainRenderer' object has no attribute 'render'``): names
+    a symptom report gives that may be the code under test."""
+    words: set[str] = set()
+    for line in text.splitlines():
+        match = _SYMPTOM_LINE.search(line)
+        if match:
+            words.update(w for w in _IDENT.findall(match.group(2)) if len(w) > 2 and w not in _NOISE)
+    return words
+
+
+def _name_tokens(name: str) -> set[str]:
+    """Lower-case word parts of a snake_case / CamelCase name (``unique_slug`` -> {unique, slug})."""
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)
+    return {t.lower() for t in spaced.split("_") if len(t) > 1 and t.lower() != "test"}
+
+
+def code_under_test(nodes: list[dict[str, Any]], test_name: str, words: set[str]) -> dict[str, Any] | None:
+    """The code node of an expanded test most likely to hold the bug: what the test calls (not other tests, not
+    the file), ranked by the words its name shares with the test's name and by names the failure message gives,
+    then by the listing's own order (the graph's edge ranking)."""
+    wanted = _name_tokens(test_name.rsplit(".", 1)[-1])
+    said = {w.lower() for w in words}
+
+    def score(pair: tuple[int, dict[str, Any]]) -> tuple[float, int]:
+        rank, node = pair
+        name = str(node.get("id", "")).rsplit("::", 1)[-1]
+        parts = name.split(".")
+        overlap = len(wanted & _name_tokens(parts[-1])) + 0.5 * len(wanted & _name_tokens(parts[0]))
+        named = 1.0 if {p.lower() for p in parts} & said else 0.0
+        calls = 0.5 if node.get("edge") == "calls" and node.get("direction") == "out" else 0.0
+        return (-(overlap + named + calls), rank)
+
+    code = [(i, n) for i, n in enumerate(nodes)
+            if n.get("kind") in _CODE_KINDS and not _is_test_path(str(n.get("path", "")))]
+    return min(code, key=score)[1] if code else None
+
+
+def test_node(nodes: list[dict[str, Any]], tests: list[tuple[str, str]]) -> dict[str, Any] | None:
+    """The listed node of a failing test (``fn:<file>::<qualname>``), if the listing has one."""
+    ids = {f"fn:{path}::{name}" for path, name in tests}
+    return next((n for n in nodes if n.get("id") in ids), None)
 
 
 def issue_queries(text: str, title: str = "", limit: int = 6) -> list[str]:
     """Identifiers an issue names, most specific first: names in the title, then called names, snake_case /
     CamelCase code names (backticked first), other backticked words and paths; ALL_CAPS tokens last."""
     text = f"{title}\n{text}"
+    tests = [name.rsplit(".", 1)[-1] for _, name in failing_tests(text)]
     buckets: list[list[str]] = [[], [], [], [], []]
 
     def add(name: str, bucket: int) -> None:
@@ -73,7 +133,8 @@ def issue_queries(text: str, title: str = "", limit: int = 6) -> list[str]:
     in_title = set(_IDENT.findall(title))
     # code-like names the title mentions first, then by bucket (dict order keeps first appearance on ties)
     ranked = sorted(best_bucket, key=lambda n: (not (n in in_title and best_bucket[n] <= 2), best_bucket[n]))
-    return ranked[:limit]
+    # a symptom report (failing pytest ids) is searched by its tests' names first: the test leads to the code
+    return list(dict.fromkeys([*tests, *(n for n in ranked if n not in tests)]))[:limit]
 
 
 def _is_test_path(path: str) -> bool:
@@ -128,16 +189,40 @@ class RulePolicy:
                 return self._commit(target, history)
         if last.get("name") == "explore_expand" and not obs.get("error"):
             target = result.get("node_id")
+            under_test = self._under_test(obs)
+            if under_test:
+                return Read(node_id=under_test["id"])
             if target and target.split(":", 1)[0] in ("fn", "cls"):
                 return Read(node_id=target)
             node = best_node(result.get("nodes", []), exclude=seen)
             if node:
                 return Read(node_id=node["id"])
         if last.get("name") == "explore_find" and not obs.get("error"):
-            node = best_node(result.get("nodes", []), exclude=seen)
+            node = self._failing_test_hit(obs, seen) or best_node(result.get("nodes", []), exclude=seen)
             if node:
                 return ExploreExpand(node_id=node["id"], hop=1)
         return self._find(obs, done)
+
+    @staticmethod
+    def _failing_test_hit(obs: dict[str, Any], seen: set[str | None]) -> dict[str, Any] | None:
+        """A failing test the issue names, listed by the last find and not expanded yet: expanding it shows the
+        code it calls, where a bug reported only by its symptoms is."""
+        issue = obs.get("issue", {})
+        tests = failing_tests(f"{issue.get('title', '')}\n{issue.get('text', '')}")
+        hit = test_node((obs.get("result") or {}).get("nodes", []), tests) if tests else None
+        return hit if hit and hit["id"] not in seen else None
+
+    @staticmethod
+    def _under_test(obs: dict[str, Any]) -> dict[str, Any] | None:
+        """After expanding a failing test the issue names: the code node it most likely tests."""
+        result = obs.get("result") or {}
+        issue = obs.get("issue", {})
+        text = f"{issue.get('title', '')}\n{issue.get('text', '')}"
+        expanded = str(result.get("node_id") or "")
+        tests = {f"fn:{path}::{name}": name for path, name in failing_tests(text)}
+        if expanded not in tests:
+            return None
+        return code_under_test(result.get("nodes", []), tests[expanded], symptom_words(text))
 
     def _find(self, obs: dict[str, Any], done: list[dict[str, Any]]) -> ActionBase:
         tried = {a["arguments"].get("query") for a in done if a["name"] == "explore_find"}
@@ -191,7 +276,8 @@ class RulePolicy:
 
 class SynthesizerOnlyPolicy(RulePolicy):
     """`--agent cgm`: the synthesiser alone on the task. Localisation is a plain search for the issue's names
-    (no planner reasoning): find -> commit the hits -> repair -> submit."""
+    (no planner reasoning): find -> commit the hits -> repair -> submit; when the issue only quotes failing tests:
+    find the test -> expand it -> commit the code it calls -> repair -> submit."""
 
     name = "cgm-only"
 
@@ -204,7 +290,15 @@ class SynthesizerOnlyPolicy(RulePolicy):
         if memory:
             return self._repair(obs, memory)
         last = obs.get("last_action") or {}
-        if last.get("name") == "explore_find":
+        if last.get("name") == "explore_expand" and not obs.get("error"):
+            under_test = self._under_test(obs)
+            if under_test:
+                return MemoryCommit(node_ids=[under_test["id"]], note="the code the failing test calls")
+        if last.get("name") == "explore_find" and not obs.get("error"):
+            seen = {a["arguments"].get("node_id") for a in done if a["name"] == "explore_expand"}
+            hit = self._failing_test_hit(obs, seen)
+            if hit:
+                return ExploreExpand(node_id=hit["id"], hop=1)
             nodes = [n for n in (obs.get("result") or {}).get("nodes", []) if not _is_test_path(str(n.get("path")))]
             code = [n["id"] for n in nodes if n.get("kind") in _CODE_KINDS][:3]
             if code:
