@@ -17,7 +17,8 @@ from docker_fixtures import (  # noqa: F401 - pytest fixtures
 from typer.testing import CliRunner
 
 from graph_planner.cli import app
-from graph_planner.sandbox.prepull import prepull_images, read_manifest
+from graph_planner.data.manifest import read_manifest
+from graph_planner.sandbox.prepull import prepull_images
 
 pytestmark = pytest.mark.docker
 

@@ -1,4 +1,5 @@
-"""Docker image manifests: plain text, one unique image per line, consumed by prepull and preflight.
+"""Docker image manifests: plain text, one unique image per line, consumed by prepull and preflight. This module
+holds the one manifest reader (:func:`read_manifest`); prepull, `gp images prepull` and the Prefect flow use it.
 
 ``docker_images.txt`` lists images to pull; ``docker_images_<split>.txt`` the same per split; custom tasks with a
 ``build`` spec are built locally, never pulled, so their images go to ``docker_images_build.txt`` instead.
@@ -8,7 +9,9 @@ dataset's JSONL files and write it.
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -21,8 +24,13 @@ MANIFEST_NAME = "docker_images.txt"
 BUILD_MANIFEST_NAME = "docker_images_build.txt"
 
 
-class ManifestError(FileNotFoundError):
-    """No manifest could be found or built; the message names the paths tried."""
+#: A Docker image reference as written in a manifest ([host[:port]/]path[:tag][@digest]): one token, no spaces.
+_IMAGE_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]*")
+
+
+class ManifestError(ValueError):
+    """A manifest could not be found, built or read, or holds something that is not an image name; the message
+    names the file (and the line or item)."""
 
 
 def collect_images(records: Iterable[TaskRecord]) -> list[str]:
@@ -36,9 +44,40 @@ def collect_build_images(records: Iterable[TaskRecord]) -> list[str]:
 
 
 def read_manifest(path: str | Path) -> list[str]:
-    """Images listed in a manifest (blank lines and ``#`` comments ignored)."""
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
-    return _unique(line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#"))
+    """Image names from a manifest: one per line (blank lines and ``#`` comments, whole-line or trailing, ignored)
+    or a JSON list of names; duplicates dropped, order kept. ManifestError naming the file and line / item for a
+    file that cannot be read or an entry that is not one image name."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise ManifestError(f"cannot read image manifest {path}: {reason} (write one with `gp data manifest`)") \
+            from None
+    if text.lstrip().startswith("["):
+        return _unique(_json_names(path, text))
+    names = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        name = line.split("#", 1)[0].strip()
+        if name and not _IMAGE_REF.fullmatch(name):
+            raise ManifestError(f"{path}:{number}: {name!r} is not an image name (one image per line, "
+                                "e.g. swebench/sweb.eval.x86_64.django_1776_django-11099:latest)")
+        if name:
+            names.append(name)
+    return _unique(names)
+
+
+def _json_names(path: Path, text: str) -> list[str]:
+    try:
+        items = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ManifestError(f"{path}: not a JSON list of image names ({exc.msg}, line {exc.lineno})") from None
+    if not isinstance(items, list):
+        raise ManifestError(f"{path}: a JSON manifest must be a list of image names")
+    for index, item in enumerate(items):
+        if not isinstance(item, str) or not _IMAGE_REF.fullmatch(item.strip()):
+            raise ManifestError(f"{path}: item {index}: {item!r} is not an image name (a string)")
+    return [item.strip() for item in items]
 
 
 def write_image_list(path: str | Path, images: Sequence[str]) -> Path:

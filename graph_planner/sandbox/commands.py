@@ -122,7 +122,8 @@ def prepull_cmd(
     **options: Any,
 ) -> None:
     """Pull every image of a manifest in parallel; exit 1 when any image failed (reasons in the table)."""
-    from graph_planner.sandbox.prepull import ManifestError, prepull_images, read_manifest
+    from graph_planner.data.manifest import ManifestError, read_manifest
+    from graph_planner.sandbox.prepull import prepull_images
 
     config = config_from_cli({**locals(), **options}, write=False, extra_map={
         "manifest": "images.manifest", "max_workers": "images.prepull_max_workers",

@@ -4,7 +4,6 @@ present or failed with the reason (a run never starts on a half-pulled manifest 
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import threading
@@ -18,6 +17,8 @@ from typing import Any, Literal
 import docker.errors  # also binds `docker`
 import requests
 from docker.utils import parse_repository_tag
+
+from graph_planner.data.manifest import read_manifest, resolve_manifest
 
 log = logging.getLogger(__name__)
 
@@ -54,29 +55,6 @@ class PrepullReport:
         return {"ok": self.ok, "seconds": round(self.seconds, 3),
                 "counts": {s: len(self.with_status(s)) for s in ("pulled", "present", "failed")},
                 "results": [r.__dict__ for r in self.results]}
-
-
-class ManifestError(ValueError):
-    """The image manifest file is missing or unreadable; the message names the file."""
-
-
-def read_manifest(path: str | Path) -> list[str]:
-    """Image names from a manifest: one per line (``#`` comments, blank lines ignored) or a JSON list;
-    duplicates dropped, order kept."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ManifestError(f"cannot read image manifest {path}: {exc.strerror} (write one with "
-                            "`gp data manifest`)") from None
-    if text.lstrip().startswith("["):
-        try:
-            names = [str(item) for item in json.loads(text)]
-        except json.JSONDecodeError as exc:
-            raise ManifestError(f"{path}: not a JSON list of image names ({exc.msg})") from None
-    else:
-        names = [line.split("#", 1)[0].strip() for line in text.splitlines()]
-    return list(dict.fromkeys(name for name in names if name))
 
 
 def _is_present(client: docker.DockerClient, image: str) -> bool:
@@ -179,8 +157,6 @@ def prepull_for_run(images_config: Any, datasets: Iterable[str | Path | None],
     the images, before any episode starts."""
     if not images_config.prepull:
         return None
-    from graph_planner.data.manifest import resolve_manifest
-
     names: list[str] = []
     for dataset in datasets:
         if dataset is not None:
