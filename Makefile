@@ -9,7 +9,7 @@ UV_VERSION := 0.13.9
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export RAY_AUTH_MODE := token
 
-.PHONY: venv demo demo-learning test test-fast deploy undeploy docker-up docker-down lock clean
+.PHONY: venv demo demo-learning demo-transfer test test-fast deploy undeploy docker-up docker-down lock clean
 
 # Install from the committed lock, never resolving: torch (the CPU build named in the lock) with pip, which finds
 # it where the machine keeps it (pip's find-links / the PyTorch CPU index); everything else with uv --no-deps.
@@ -38,6 +38,13 @@ demo-learning: $(STAMP)
 	@mkdir -p .cache/prefect
 	PREFECT_HOME=$(CURDIR)/.cache/prefect HF_HUB_OFFLINE=1 $(BIN)/python -m flows.demo \
 		--set training.total_steps=20 --set training.total_epochs=20
+
+# Does learning transfer? Synthesised bugs of the bundled repos split by code location: SFT + GRPO on train, base /
+# SFT / GRPO measured on held-out val and test locations (configs/experiments/local_transfer.yaml, docs/training.md).
+demo-transfer: $(STAMP)
+	@mkdir -p .cache/prefect
+	PREFECT_HOME=$(CURDIR)/.cache/prefect HF_HUB_OFFLINE=1 $(BIN)/python -m flows.demo \
+		--config configs/experiments/local_transfer.yaml
 
 # A local Prefect server + process worker with the deployments of deployments/prefect.yaml (UI on :4200).
 deploy: $(STAMP)

@@ -47,6 +47,9 @@ def learning_report(config_file: str, warm_start: str, checkpoint: str) -> str:
     val = Path(config.paths.dataset_val or Path(config.paths.data_dir) / "val.jsonl")
     if val.exists():
         splits["val"] = str(val)
+    test = Path(config.paths.dataset_eval or "")
+    if test.is_file() and test.parent.resolve() == Path(splits["train"]).parent.resolve():
+        splits["test"] = str(test)  # the test split of the training source (synth: held-out code locations)
     out = run_paths(config).learning
     report = compare_stages(config, stages, splits, out, config.eval.compare_episodes_per_task,
                             progress=get_run_logger().info)

@@ -85,3 +85,12 @@ def test_search_flow_commits_the_code_the_failing_test_calls():
     history.append(_turn("explore_expand", node_id=TEST_ID, hop=1))
     action = policy.next_action(_obs({"name": "explore_expand"}, {"node_id": TEST_ID, "nodes": EXPANDED}), history)
     assert isinstance(action, MemoryCommit) and action.node_ids == ["fn:textkit/slug.py::unique_slug"]
+
+
+def test_with_three_steps_left_the_explore_flow_commits_the_code_under_test_not_the_test():
+    history = [_turn("explore_find", query="test_unique_slug_adds_counter"),
+               _turn("explore_expand", node_id=TEST_ID, hop=1)]
+    obs = {**_obs({"name": "explore_expand"}, {"node_id": TEST_ID, "hop": 1, "nodes": EXPANDED}), "steps_left": 3}
+    action = RulePolicy().next_action(obs, history)
+    assert isinstance(action, MemoryCommit) and action.node_ids[0] == "fn:textkit/slug.py::unique_slug"
+    assert not any(i.startswith("fn:tests/") for i in action.node_ids)

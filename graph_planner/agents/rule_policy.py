@@ -183,13 +183,13 @@ class RulePolicy:
         seen = {a["arguments"].get("node_id") for a in done if a["name"] in ("explore_expand", "read")}
         if last.get("name") == "read" and not obs.get("error"):
             return self._commit(result.get("node_id"), history)
+        under_test = self._under_test(obs) if last.get("name") == "explore_expand" and not obs.get("error") else None
         if steps_left <= 3 and not memory:
-            target = self._latest_target(history)
+            target = under_test["id"] if under_test else self._latest_target(history)
             if target:
                 return self._commit(target, history)
         if last.get("name") == "explore_expand" and not obs.get("error"):
             target = result.get("node_id")
-            under_test = self._under_test(obs)
             if under_test:
                 return Read(node_id=under_test["id"])
             if target and target.split(":", 1)[0] in ("fn", "cls"):

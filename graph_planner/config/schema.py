@@ -484,6 +484,10 @@ class DataConfig(Section):
     synth_per_target: int = Field(2, ge=1, description="Candidate bugs per function or class (synth source).")
     synth_max_tasks: int | None = Field(None, ge=1, description="Validated tasks per repository (synth source; "
                                         "None = every candidate is judged).")
+    synth_val_frac: float = Field(0.15, ge=0.0, lt=1.0, description="Share of code locations held out as val "
+                                  "(synth source; split by location, docs/data.md).")
+    synth_test_frac: float = Field(0.15, ge=0.0, lt=1.0, description="Share of code locations held out as test "
+                                   "(synth source).")
 
 
 class EvalConfig(Section):
