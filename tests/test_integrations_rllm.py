@@ -159,6 +159,10 @@ def test_contract_full_episode_resolves_with_the_gold_synthesizer(tmp_path, rllm
     assert [s.done for s in trajectory.steps] == [False, False, True]
     last = trajectory.steps[-1]
     assert last.info["episode"]["resolved"] and last.info["episode"]["termination_reason"] == "submitted"
+    # the env's one episode summary: rLLM's summed step rewards equal its episode return
+    from graph_planner.episode.summary import EpisodeSummary
+
+    assert EpisodeSummary.from_dict(last.info["episode"]).episode_return == pytest.approx(trajectory.reward)
     assert TASK_ID in prompts[0][1]["content"] and TARGET.split("::")[0].replace("fn:", "file:") in prompts[0][1][
         "content"]
     assert trajectory.is_cumulative()

@@ -142,27 +142,32 @@ def test_repair_given_a_tampered_report_is_rolled_back_and_shows_only_the_word(m
     assert {e.split(":")[0] for e in episode["tamper_evidence"]} == {"repair", "run_tests"}
 
 
-def test_episode_metrics_report_the_tampered_rate_given_tampered_episodes():
+def test_episode_metrics_report_the_tampered_rate_given_tampered_episodes(tmp_path):
     """Both training engines log ``episode_metrics`` (the local trainer directly, verl through the episode
     records of its agent loop), so the rate reaches both; eval logs it from its rows."""
     from graph_planner.config.schema import TelemetryConfig
+    from graph_planner.episode.summary import EpisodeSummary
     from graph_planner.episode.turns import Trajectory
     from graph_planner.telemetry.metrics import episode_metrics
-    from graph_planner.training.verl.telemetry import trajectory_from_record
+    from graph_planner.training.verl.telemetry import record_episode, summary_from_record
 
     runs = [Trajectory(task_id=str(i), info={"tampered": i == 0}) for i in range(4)]
     assert episode_metrics(runs, 1.0, TelemetryConfig())["grading/tampered_rate"] == pytest.approx(0.25)
-    records = [{"task_id": "a", "tampered": True}, {"task_id": "b", "tampered": False}]
-    verl = episode_metrics([trajectory_from_record(r) for r in records], 1.0, TelemetryConfig())
+    path = tmp_path / "episodes.jsonl"
+    for task, tampered in (("a", True), ("b", False)):
+        record_episode(path, 0, EpisodeSummary(task, tampered=tampered), 1.0)
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    verl = episode_metrics([summary_from_record(r) for r in records], 1.0, TelemetryConfig())
     assert verl["grading/tampered_rate"] == pytest.approx(0.5)
 
 
 def test_verl_episode_records_carry_the_verdict_given_a_tampered_episode(tmp_path):
+    from graph_planner.episode.summary import EpisodeSummary
     from graph_planner.training.verl.telemetry import record_episode
 
     path = tmp_path / "episodes.jsonl"
-    record_episode(path, 0, {"task_id": "t", "resolved": False, "tampered": True, "verdict": "tampered"}, 1.0)
-    row = json.loads(path.read_text())
+    record_episode(path, 0, EpisodeSummary("t", resolved=False, tampered=True, verdict="tampered"), 1.0)
+    row = json.loads(path.read_text())["summary"]
     assert row["tampered"] is True and row["verdict"] == "tampered"
 
 

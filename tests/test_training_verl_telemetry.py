@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from graph_planner.config.loader import load_run_config
+from graph_planner.episode.summary import EpisodeSummary
 from graph_planner.training.verl.telemetry import (
     EPISODES_FILE,
     VERL_METRICS_FILE,
@@ -18,10 +19,11 @@ from graph_planner.training.verl.telemetry import (
 )
 
 
-def summary(task: str, ret: float, resolved: bool, parse_errors: int, steps: int, rejected: dict | None = None):
-    return {"task_id": task, "episode_return": ret, "resolved": resolved, "termination_reason": "submit",
-            "steps": steps, "parse_errors": parse_errors, "invalid_actions": 0,
-            "patch_stats": {"generated": 1, "applied": 0, "rejected": rejected or {}} if rejected else {}}
+def summary(task: str, ret: float, resolved: bool, parse_errors: int, steps: int,
+            rejected: dict | None = None) -> EpisodeSummary:
+    return EpisodeSummary(task, episode_return=ret, resolved=resolved, termination_reason="submitted",
+                          steps=steps, parse_errors=parse_errors,
+                          patch_stats={"generated": 1, "applied": 0, "rejected": rejected} if rejected else {})
 
 
 def bridge_run(tmp_path: Path):
@@ -57,7 +59,7 @@ def test_bridge_logs_seed_names_per_step_from_worker_episodes_and_verl_lines(tmp
     assert step1["planner_parse_error_rate"] == (0 + 1 + 2 + 3) / 12
     assert step1["reject/touches-tests"] == 4.0 and step1["patch_generated"] == 4.0
     assert step1["actor/pg_loss"] == 0.5 and "note" not in step1  # verl's names, scalars only
-    assert 2 not in logged and bridge.pending[2][0]["task_id"] == "t9"  # waits for verl's step-2 line
+    assert 2 not in logged and bridge.pending[2][0]["summary"]["task_id"] == "t9"  # waits for verl's step-2 line
 
 
 def test_a_resumed_run_reads_only_its_own_episodes(tmp_path):

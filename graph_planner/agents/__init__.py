@@ -30,6 +30,8 @@ class PolicyDecision:
     response_logprobs: list[float] | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    #: "length" when the model's response was cut at the token limit (OpenAI's finish_reason), else "stop".
+    finish_reason: str = "stop"
 
 
 @runtime_checkable

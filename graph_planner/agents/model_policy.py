@@ -59,7 +59,7 @@ class ModelPolicy:
             raw_output=response.message(), action=None, messages=messages,
             prompt_token_ids=response.prompt_token_ids, response_token_ids=response.response_token_ids,
             response_logprobs=response.response_logprobs, prompt_tokens=response.prompt_tokens,
-            completion_tokens=response.completion_tokens,
+            completion_tokens=response.completion_tokens, finish_reason=response.finish_reason,
         )
         try:
             parsed = parse_action_detailed(decision.raw_output)

@@ -30,9 +30,10 @@ def run_episode(task: TaskRecord, env: PlannerEnv, policy: Policy) -> Trajectory
     while True:
         decision = policy.act(obs_text, obs, trajectory.turns)
         if decision.action is not None:
-            result = env.step(decision.action, parse_error=decision.parse_error, used_fallback=decision.used_fallback)
+            result = env.step(decision.action, parse_error=decision.parse_error, used_fallback=decision.used_fallback,
+                              response_clipped=decision.finish_reason == "length")
         else:
-            result = env.step(decision.raw_output)
+            result = env.step(decision.raw_output, response_clipped=decision.finish_reason == "length")
             result.info["raw_output"] = decision.raw_output  # replay re-parses exactly what the model said
         planner_tokens["prompt"] += decision.prompt_tokens
         planner_tokens["completion"] += decision.completion_tokens
@@ -52,14 +53,14 @@ def run_episode(task: TaskRecord, env: PlannerEnv, policy: Policy) -> Trajectory
         obs_text, obs = result.observation, result.obs
         if result.done:
             break
-    episode = dict(trajectory.turns[-1].info.get("episode", {}))
-    episode["tokens"] = {**episode.get("tokens", {}), "planner_prompt": planner_tokens["prompt"],
-                         "planner_completion": planner_tokens["completion"]}
-    episode["policy"] = policy.name
-    episode["initial_observation"] = initial_observation
-    trajectory.reward = sum(t.reward for t in trajectory.turns)
-    trajectory.resolved = bool(episode.get("resolved"))
-    trajectory.termination_reason = str(episode.get("termination_reason", ""))
-    trajectory.patch = str(episode.get("patch", ""))
-    trajectory.info = episode
+    summary = env.summary
+    assert summary is not None, "the env ended the episode, so it built the summary"
+    summary.tokens = {**summary.tokens, "planner_prompt": planner_tokens["prompt"],
+                      "planner_completion": planner_tokens["completion"]}
+    summary.policy = policy.name
+    trajectory.reward = summary.episode_return
+    trajectory.resolved = summary.resolved
+    trajectory.termination_reason = summary.termination_reason
+    trajectory.patch = summary.patch
+    trajectory.info = {**summary.to_dict(), "initial_observation": initial_observation}
     return trajectory

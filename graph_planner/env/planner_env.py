@@ -30,6 +30,7 @@ from graph_planner.env.repair import RepairCycle, RepairOutcome, TestSummary
 from graph_planner.episode.actions import ActionBase, action_to_dict
 from graph_planner.episode.patch import RepairRequest
 from graph_planner.episode.results import TestReport
+from graph_planner.episode.summary import EpisodeSummary
 from graph_planner.episode.wire import EXPECTED_FORM, ActionParseError, parse_action_detailed
 from graph_planner.models.synthesizers import PatchSynthesizer
 from graph_planner.sandbox.base import Sandbox, SandboxError
@@ -59,6 +60,8 @@ class EpisodeStats:
     invalid_actions: int = 0
     invalid_nodes: int = 0
     clamp_warnings: int = 0
+    #: Turns whose model response was cut at the response length limit (the runner says so at ``step``).
+    clipped_responses: int = 0
     actions: Counter[str] = field(default_factory=Counter)
     generated: int = 0
     applied: int = 0
@@ -104,7 +107,7 @@ class EpisodeStats:
             "parse_errors": sum(self.parse_errors.values()), "parse_error_codes": dict(self.parse_errors),
             "fallbacks": self.fallbacks, "invalid_actions": self.invalid_actions,
             "invalid_nodes": self.invalid_nodes, "clamp_warnings": self.clamp_warnings,
-            "actions": dict(self.actions),
+            "clipped_responses": self.clipped_responses, "actions": dict(self.actions),
             "patch_stats": {"generated": self.generated, "applied": self.applied, "kept": self.kept,
                             "rolled_back": self.rolled_back, "rejected": dict(self.rejected),
                             "no_patch": dict(self.no_patch)},
@@ -146,6 +149,10 @@ class PlannerEnv:
         self._ops_at_reset = 0
         self._own_ops = 0
         self.localisation: LocalisationTracker | None = None
+        #: Built once when the episode ends (``step`` or ``cut_short``); None while it runs.
+        self.summary: EpisodeSummary | None = None
+        self.episode_return = 0.0
+        self._grading_log = ""
 
     # ------------------------------------------------------------------ episode lifecycle
     def reset(self) -> tuple[str, dict[str, Any]]:
@@ -171,6 +178,7 @@ class PlannerEnv:
         self.step_count = 0
         self.done = False
         self.last_repair = None
+        self.summary, self.episode_return, self._grading_log = None, 0.0, ""
         self._ops_at_reset = getattr(self.sandbox, "op_count", 0)
         self._own_ops = 0
         nodes = outline(self.graph)
@@ -199,12 +207,13 @@ class PlannerEnv:
 
     # ------------------------------------------------------------------ step
     def step(self, action: ActionBase | Any, *, parse_error: ActionParseError | None = None,
-             used_fallback: bool = False) -> StepResult:
+             used_fallback: bool = False, response_clipped: bool = False) -> StepResult:
         """Apply one action (or parse a raw model output first). Rewards: -step_penalty every step,
         -format_penalty for an invalid output, +success_reward*reward_scale when submit resolves the task,
         -failure_penalty when the episode ends unresolved, -timeout_penalty when a limit ends it, -tamper_penalty
         (and no localisation reward) when the submitted tree's graded run was forged. A forged run inside the
-        episode (repair check, run_tests) is rolled back and recorded, not charged: it leaves nothing to submit."""
+        episode (repair check, run_tests) is rolled back and recorded, not charged: it leaves nothing to submit.
+        ``response_clipped``: the model's response was cut at the response length limit (counted only)."""
         if self.done or self.graph is None:
             raise RuntimeError(f"episode of task {self.task.task_id} is over (or not started): call reset()")
         cfg = self.env_config
@@ -223,6 +232,7 @@ class PlannerEnv:
             info["parse_error"], info["parse_error_detail"] = parse_error.code, parse_error.detail
             reward -= cfg.format_penalty
         self.stats.fallbacks += int(used_fallback)
+        self.stats.clipped_responses += int(response_clipped)
         self.stats.clamp_warnings += len(warnings)
         result: dict[str, Any] | None = None
         error: str | None = None
@@ -261,12 +271,30 @@ class PlannerEnv:
         text, obs = render(self.task, self.memory, self.step_count, self.max_steps,
                            last_action=info["action"], result=result, error=error, warnings=warnings,
                            last_repair=self.last_repair)
+        reward = round(reward, 6)
+        self.episode_return += reward
         if done:
             self.done = True
-            info["episode"] = self._episode_info(reason, resolved, forged)
+            info["episode"] = self._finish(reason, resolved, forged).to_dict()
             if reason != "submitted":
                 text += f"\nEpisode ended: {reason.replace('_', ' ')} reached without submit."
-        return StepResult(text, obs, round(reward, 6), done, info)
+        return StepResult(text, obs, reward, done, info)
+
+    def cut_short(self, reason: str) -> EpisodeSummary:
+        """End a running episode from outside (verl's token budget ran out before the env ended it), charged
+        like the env's own limits: timeout + failure penalty, plus the localisation reward. Returns the summary
+        (its ``episode_return`` includes the charge); a finished episode's summary is returned unchanged."""
+        if self.summary is not None:
+            return self.summary
+        if self.done or self.graph is None:
+            raise RuntimeError(f"episode of task {self.task.task_id} was not started: call reset()")
+        cfg = self.env_config
+        charge = -(cfg.timeout_penalty + cfg.failure_penalty)
+        if self.localisation is not None and cfg.localisation_reward > 0:
+            charge += cfg.localisation_reward * self.localisation.peak_m_recall
+        self.episode_return += round(charge, 6)
+        self.done = True
+        return self._finish(reason, False)
 
     def _dispatch(self, action: ActionBase, info: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None, bool]:
         """Run one action; returns (result, error, resolved)."""
@@ -401,21 +429,36 @@ class PlannerEnv:
             report = TestReport(resolved=False, mode=self.task.grading_mode, error=f"sandbox error: {exc}")
         if ran_tests:
             self._log_test_run("grading", report, None)
+        self._grading_log = grading_log(report)
         info["grading"] = report.to_dict()  # the whole report, evidence included, for the trajectory
         if report.tampered:  # the agent sees the word only: evidence would teach it what the checks look at
             return {"resolved": False, "tampered": True, "error": None}, None, False
         return {"resolved": report.resolved, "error": report.error}, report.error, report.resolved
 
-    def _episode_info(self, reason: str, resolved: bool, forged: bool = False) -> dict[str, Any]:
+    def _finish(self, reason: str, resolved: bool, forged: bool = False) -> EpisodeSummary:
+        """Build the episode's one summary (``self.summary``; ``info["episode"]`` is its dict)."""
         try:
             patch = self.sandbox.diff()
         except SandboxError as exc:
             log.warning("task %s: could not read the final diff: %s", self.task.task_id, exc)
             patch = ""
         verdict = "tampered" if forged else ("resolved" if resolved else "unresolved")
-        return {"task_id": self.task.task_id, "termination_reason": reason, "resolved": resolved,
-                "verdict": verdict, "tampered": forged, "steps": self.step_count, "max_steps": self.max_steps,
-                "repo_ops": self.repo_ops, "patch": patch,
-                "synthesizer": getattr(self.synthesizer, "name", type(self.synthesizer).__name__),
-                "localisation": self.localisation.summary() if self.localisation is not None else None,
-                **self.stats.to_dict()}
+        self.summary = EpisodeSummary.from_dict({
+            "task_id": self.task.task_id, "termination_reason": reason, "resolved": resolved,
+            "verdict": verdict, "tampered": forged, "episode_return": round(self.episode_return, 6),
+            "steps": self.step_count, "max_steps": self.max_steps, "repo_ops": self.repo_ops, "patch": patch,
+            "synthesizer": getattr(self.synthesizer, "name", type(self.synthesizer).__name__),
+            "localisation": self.localisation.summary() if self.localisation is not None else None,
+            "test_output": self._grading_log, **self.stats.to_dict()})
+        return self.summary
+
+
+def grading_log(report: TestReport) -> str:
+    """The final graded run as a user reads it (eval keeps it per instance): verdict, exit status, size, log."""
+    head = [f"verdict: {report.verdict}", f"mode: {report.mode}", f"rc: {report.rc}",
+            f"seconds: {report.seconds:.3f}", f"timed_out: {report.timed_out}"]
+    if report.error:
+        head.append(f"error: {report.error}")
+    if report.output_bytes is not None:
+        head.append(f"output_bytes: {report.output_bytes} (the log below is the grader's last part of it)")
+    return "\n".join(head) + "\n\n" + report.log_tail

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from graph_planner.episode.summary import EpisodeSummary
+
 
 @dataclass
 class Turn:
@@ -38,6 +40,15 @@ class Trajectory:
     @property
     def steps(self) -> int:
         return len(self.turns)
+
+    @property
+    def summary(self) -> EpisodeSummary:
+        """The env's episode summary (``info``), completed from this record where a hand-made or older
+        trajectory lacks a field (return, outcome, turns, parse errors)."""
+        return EpisodeSummary.from_dict(
+            self.info, task_id=self.task_id, episode_return=self.reward, resolved=self.resolved,
+            termination_reason=self.termination_reason, patch=self.patch, steps=self.steps,
+            parse_errors=sum(1 for turn in self.turns if turn.parse_error))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -10,46 +10,49 @@ from typing import Any
 
 from graph_planner.config.schema import RunConfig
 from graph_planner.data.record import TaskRecord
+from graph_planner.episode.summary import EpisodeSummary
 from graph_planner.episode.turns import Trajectory
 from graph_planner.eval.results import OutcomeCategory, TaskResult
 
 TIMEOUT_REASONS = ("max_steps", "repo_op_limit", "timeout")
 
 
-def categorise(trajectory: Trajectory) -> OutcomeCategory:
+def categorise(summary: EpisodeSummary) -> OutcomeCategory:
     """Why an episode ended where it did, for the outcome-category plot."""
-    if trajectory.info.get("tampered"):
+    if summary.tampered:
         return "tampered"
-    if trajectory.resolved:
+    if summary.resolved:
         return "resolved"
-    stats = trajectory.info.get("patch_stats") or {}
-    reason = trajectory.termination_reason
-    if any(key in reason for key in TIMEOUT_REASONS):
+    if any(key in summary.termination_reason for key in TIMEOUT_REASONS):
         return "timeout"
-    if not trajectory.patch.strip():
-        return "patch_failed" if stats.get("generated") else "no_patch"
+    if not summary.patch.strip():
+        return "patch_failed" if (summary.patch_stats or {}).get("generated") else "no_patch"
     return "unresolved"
 
 
-def result_from_trajectory(trajectory: Trajectory, seconds: float) -> TaskResult:
-    info = trajectory.info
+def result_from_trajectory(trajectory: Trajectory, seconds: float, test_output: str | None = None) -> TaskResult:
+    """The eval row of one episode, read from the env's summary; ``test_output``: where the final graded run's
+    log was kept (relative to the eval dir), when it was."""
+    summary = trajectory.summary
     grading = next((t.info.get("grading") for t in reversed(trajectory.turns) if t.info.get("grading")), None)
-    tokens = info.get("tokens") or {}
     return TaskResult(
-        instance_id=trajectory.task_id,
-        resolved=trajectory.resolved,
-        category=categorise(trajectory),
-        model_patch=trajectory.patch,
+        instance_id=summary.task_id,
+        resolved=summary.resolved,
+        category=categorise(summary),
+        model_patch=summary.patch,
         tests=grading or {},
-        steps=trajectory.steps,
-        tokens=int(sum(v for v in tokens.values() if isinstance(v, (int, float)))),
+        steps=summary.steps,
+        tokens=int(sum(v for v in summary.tokens.values() if isinstance(v, (int, float)))),
         seconds=round(seconds, 3),
-        reward=trajectory.reward,
-        termination_reason=trajectory.termination_reason,
-        tampered=bool(info.get("tampered")),
-        tamper_evidence=list(info.get("tamper_evidence") or []),
-        info={k: info.get(k) for k in ("patch_stats", "parse_errors", "tests_run", "synthesizer", "diagnostic",
-                                       "policy", "repo_ops", "localisation")},
+        reward=summary.episode_return,
+        termination_reason=summary.termination_reason,
+        tampered=summary.tampered,
+        tamper_evidence=list(summary.tamper_evidence),
+        test_output=test_output,
+        info={"patch_stats": summary.patch_stats, "parse_errors": summary.parse_errors,
+              "tests_run": summary.tests_run, "synthesizer": summary.synthesizer, "diagnostic": summary.diagnostic,
+              "policy": summary.policy, "repo_ops": summary.repo_ops, "localisation": summary.localisation,
+              "clipped_responses": summary.clipped_responses},
     )
 
 

@@ -43,6 +43,8 @@ class TaskResult(BaseModel):
     tampered: bool = Field(False, description="A graded test run of the episode was forged from inside the test "
                            "process (never resolved).")
     tamper_evidence: list[str] = Field(default_factory=list, description="Which check caught it (canaries by role).")
+    test_output: str | None = Field(None, description="The final graded test run's log, kept per instance as the "
+                                    "SWE-bench harness keeps test_output.txt: a path relative to the eval dir.")
 
     @computed_field  # type: ignore[prop-decorator]
     @property

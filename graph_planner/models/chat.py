@@ -314,8 +314,11 @@ class PolicyHandleChat:
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
         sampling: SamplingConfig | None = None,
     ) -> ChatResponse:
-        text, prompt_ids, response_ids, logprobs = self.handle.generate(messages, sampling or self.sampling)
+        sampling = sampling or self.sampling
+        text, prompt_ids, response_ids, logprobs = self.handle.generate(messages, sampling)
         text, tool_calls = extract_tool_calls(text)
+        finish = getattr(self.handle, "finish_reason", None)  # handles without one cannot tell: "stop"
         return ChatResponse(text=text, tool_calls=tool_calls, prompt_tokens=len(prompt_ids),
+                            finish_reason=finish(response_ids, sampling) if finish is not None else "stop",
                             completion_tokens=len(response_ids), prompt_token_ids=list(prompt_ids),
                             response_token_ids=list(response_ids), response_logprobs=list(logprobs))

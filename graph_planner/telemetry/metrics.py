@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import logging
 import statistics
-from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 from graph_planner.config.schema import RunConfig, TelemetryConfig
+from graph_planner.episode.summary import EpisodeSummary
 from graph_planner.episode.turns import Trajectory
 from graph_planner.telemetry.scalars import scalar
 
 log = logging.getLogger(__name__)
+#: Returns closer than this are equal for ``reward/frac_zero_std`` (step rewards are rounded to 1e-6).
+_EQUAL = 1e-9
 
 
 def parallel_metrics(config: RunConfig) -> dict[str, float]:
@@ -35,57 +38,76 @@ def parallel_metrics(config: RunConfig) -> dict[str, float]:
     }
 
 
-def _patch_stats(trajectory: Trajectory) -> tuple[int, int, Counter[str]]:
-    """(generated, applied, rejected-by-reason) from ``trajectory.info["patch_stats"]``; absent = no patches."""
-    stats = trajectory.info.get("patch_stats")
-    if stats is None:
-        return 0, 0, Counter()
-    where = f"trajectory {trajectory.task_id!r} info['patch_stats']"
-    if not isinstance(stats, Mapping):
-        raise TypeError(f"{where}: expected a mapping, got {type(stats).__name__}")
-    rejected = stats.get("rejected") or {}
-    if not isinstance(rejected, Mapping):
-        raise TypeError(f"{where}['rejected']: expected {{reason: count}}, got {rejected!r}")
-    try:
-        return int(stats.get("generated", 0)), int(stats.get("applied", 0)), Counter(
-            {str(reason): int(n) for reason, n in rejected.items()}
-        )
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{where}: counts must be integers ({exc})") from None
+Episode = EpisodeSummary | Trajectory
 
 
-def episode_metrics(trajectories: Sequence[Trajectory], seconds: float, switches: TelemetryConfig) -> dict[str, float]:
-    """Metrics of a batch of finished episodes that took ``seconds`` of wall time.
+def summaries_of(episodes: Iterable[Episode]) -> list[EpisodeSummary]:
+    """The env's summaries of ``episodes`` (a Trajectory carries its summary in ``info``)."""
+    return [e if isinstance(e, EpisodeSummary) else e.summary for e in episodes]
 
-    - ``reward/mean``, ``reward/std`` (population std) of episode returns; ``episodes``; ``episodes_per_min``.
+
+def reward_metrics(episodes: Sequence[Episode], groups: Sequence[Hashable] | None = None) -> dict[str, float]:
+    """``reward/*`` of a batch of episodes, the one definition both engines log.
+
+    - ``reward/mean|max|min`` of the episode returns; ``reward/std`` their **population** standard deviation
+      (divide by n: the spread of this batch, 0 for one episode; numpy's / verl's default, not torch's n-1);
+    - ``reward/resolved_rate``: resolved episodes / episodes;
+    - ``reward/frac_zero_std``: the share of GRPO groups (``groups[i]`` names episode i's group; default: its
+      task) whose returns are all equal. Such a group has advantage 0 everywhere and teaches nothing (TRL's
+      ``frac_reward_zero_std``); a group of one counts as zero-std.
+    """
+    summaries = summaries_of(episodes)
+    if not summaries:
+        return {}
+    if groups is not None and len(groups) != len(summaries):
+        raise ValueError(f"reward_metrics: {len(groups)} group ids for {len(summaries)} episodes")
+    rewards = [s.episode_return for s in summaries]
+    by_group: dict[Hashable, list[float]] = defaultdict(list)
+    for key, reward in zip(groups if groups is not None else [s.task_id for s in summaries], rewards):
+        by_group[key].append(reward)
+    flat = sum(1 for values in by_group.values() if max(values) - min(values) <= _EQUAL)
+    return {
+        "reward/mean": statistics.fmean(rewards), "reward/std": statistics.pstdev(rewards),
+        "reward/max": max(rewards), "reward/min": min(rewards),
+        "reward/resolved_rate": sum(1 for s in summaries if s.resolved) / len(summaries),
+        "reward/frac_zero_std": flat / len(by_group),
+    }
+
+
+def episode_metrics(episodes: Sequence[Episode], seconds: float, switches: TelemetryConfig,
+                    groups: Sequence[Hashable] | None = None) -> dict[str, float]:
+    """Metrics of a batch of finished episodes that took ``seconds`` of wall time; both training engines log
+    this dict (the local trainer per step, verl's telemetry bridge per step from the workers' records).
+
+    - ``reward/*`` (:func:`reward_metrics`; ``groups`` as there); ``episodes``; ``episodes_per_min``.
+    - ``completions/clipped_ratio`` = model responses cut at the response length limit / all turns (TRL's name).
+    - ``grading/tampered_rate`` = episodes with a graded test run found forged (verdict tampered) / episodes.
     - ``patch_success_rate`` = resolved episodes / episodes; ``patch_generated`` / ``patch_applied`` /
       ``patch_rejected`` = synthesised patches summed over the batch (``log_patch_stats``).
     - ``reject/<reason>`` = rejected patches per guard/apply/synthesis reason (``log_cgm_errors``).
     - ``planner_parse_error_rate`` = turns whose output did not parse / all turns (``log_planner_parse_errors``).
-    - ``grading/tampered_rate`` = episodes with a graded test run found forged (verdict tampered) / episodes.
-    - ``loc/*`` = localisation of the gold patch's code (env/localisation.py): mean recall/precision in memory M
-      and working graph W, peak M recall, share of episodes that read a gold node and the mean step it happened
-      (episodes of tasks with a gold patch only).
+    - ``loc/*`` = localisation of the gold patch's code (:func:`localisation_metrics`).
     """
     if seconds <= 0:
         raise ValueError(f"episode_metrics: seconds must be > 0 (wall time of the batch), got {seconds}")
-    n = len(trajectories)
+    summaries = summaries_of(episodes)
+    n = len(summaries)
     out: dict[str, float] = {"episodes": float(n), "episodes_per_min": n * 60.0 / seconds}
     if n == 0:
         return out
-    rewards = [float(t.reward) for t in trajectories]
-    out["reward/mean"] = statistics.fmean(rewards)
-    out["reward/std"] = statistics.pstdev(rewards)
-    out["grading/tampered_rate"] = sum(1 for t in trajectories if t.info.get("tampered")) / n
+    out.update(reward_metrics(summaries, groups))
+    turns = sum(s.steps for s in summaries)
+    out["completions/clipped_ratio"] = sum(s.clipped_responses for s in summaries) / turns if turns else 0.0
+    out["grading/tampered_rate"] = sum(1 for s in summaries if s.tampered) / n
 
     generated = applied = 0
     rejected: Counter[str] = Counter()
-    for trajectory in trajectories:
-        g, a, r = _patch_stats(trajectory)
+    for summary in summaries:
+        g, a, r = summary.patch_counts()
         generated, applied = generated + g, applied + a
         rejected.update(r)
     if switches.log_patch_stats:
-        out["patch_success_rate"] = sum(1 for t in trajectories if t.resolved) / n
+        out["patch_success_rate"] = out["reward/resolved_rate"]
         out["patch_generated"] = float(generated)
         out["patch_applied"] = float(applied)
         out["patch_rejected"] = float(sum(rejected.values()))
@@ -93,10 +115,8 @@ def episode_metrics(trajectories: Sequence[Trajectory], seconds: float, switches
         for reason, count in sorted(rejected.items()):
             out[f"reject/{reason}"] = float(count)
     if switches.log_planner_parse_errors:
-        turns = [turn for t in trajectories for turn in t.turns]
-        errors = sum(1 for turn in turns if turn.parse_error)
-        out["planner_parse_error_rate"] = errors / len(turns) if turns else 0.0
-    out.update(localisation_metrics(t.info.get("localisation") for t in trajectories))
+        out["planner_parse_error_rate"] = sum(s.parse_errors for s in summaries) / turns if turns else 0.0
+    out.update(localisation_metrics(s.localisation for s in summaries))
     return out
 
 

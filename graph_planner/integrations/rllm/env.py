@@ -18,6 +18,7 @@ from graph_planner.config.schema import RunConfig
 from graph_planner.data.record import TaskRecord
 from graph_planner.env.assembly import build_env
 from graph_planner.env.planner_env import PlannerEnv
+from graph_planner.episode.summary import EpisodeSummary
 from graph_planner.integrations.episode_setup import (
     RowError,
     dataset_dir_for,
@@ -38,6 +39,8 @@ class GraphPlannerRLLMEnv(BaseEnv):
         self.dataset_dir = dataset_dir
         self.run_id = run_id or f"rllm-{config.run_name}"
         self._env: PlannerEnv | None = None
+        #: The finished episode's summary, built by the env (``info["episode"]`` of the last step is its dict).
+        self.summary: EpisodeSummary | None = None
 
     @staticmethod
     def from_dict(info: dict | str) -> GraphPlannerRLLMEnv:
@@ -65,6 +68,7 @@ class GraphPlannerRLLMEnv(BaseEnv):
         if self._env is None:
             self._env = build_env(self.task, self.config, self.dataset_dir, self.run_id)
         text, obs = self._env.reset()
+        self.summary = None
         return text, {"obs": obs, "task_id": self.task.task_id, "max_steps": self._env.max_steps}
 
     def step(self, action: Any) -> tuple[str, float, bool, dict[str, Any]]:
@@ -76,6 +80,7 @@ class GraphPlannerRLLMEnv(BaseEnv):
         result = self._env.step(action)
         info = {**result.info, "obs": result.obs}
         if result.done:
+            self.summary = self._env.summary
             self.close()
         return result.observation, result.reward, result.done, info
 

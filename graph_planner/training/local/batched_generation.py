@@ -83,3 +83,6 @@ class MemberHandle:
 
     def generate(self, messages_or_prompt_ids: Sequence[Any], sampling: SamplingConfig) -> Any:
         return self.batcher.generate(self.index, messages_or_prompt_ids, sampling)
+
+    def finish_reason(self, response_ids: Sequence[int], sampling: SamplingConfig) -> str:
+        return self.batcher.handle.finish_reason(response_ids, sampling)

@@ -67,6 +67,13 @@ class PolicyHandle:
         """``n`` responses to one prompt (a GRPO group)."""
         return self.generate_batch([messages_or_prompt_ids], sampling, n)[0]
 
+    def finish_reason(self, response_ids: Sequence[int], sampling: SamplingConfig) -> str:
+        """"length" when a response used its whole token budget without a stop token (it was clipped)."""
+        stop_ids = {self.tokenizer.eos_token_id, *sampling.stop_ids}
+        budget = min(sampling.max_new_tokens, self.max_response_length)
+        ended = bool(response_ids) and response_ids[-1] in stop_ids
+        return "stop" if ended or len(response_ids) < budget else "length"
+
     @torch.no_grad()
     def generate_batch(self, prompts: Sequence[Sequence[dict[str, Any]] | Sequence[int]],
                        sampling: SamplingConfig, n: int = 1) -> list[list[Generation]]:

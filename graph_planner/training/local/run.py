@@ -70,10 +70,12 @@ def _train_locked(config: RunConfig, on_step: Callable[[dict[str, float], int, i
             return trajectories
 
         def log_fn(metrics: dict[str, float], step: int) -> None:
-            episodes = episode_metrics(step_episodes, max(step_seconds[0], 1e-6), config.telemetry) if step_episodes else {}
+            groups = [i // config.training.group_size for i in range(len(step_episodes))]  # task by task
+            episodes = (episode_metrics(step_episodes, max(step_seconds[0], 1e-6), config.telemetry, groups)
+                        if step_episodes else {})
             step_episodes.clear()
             step_seconds[0] = 0.0
-            merged = {**episodes, **metrics}  # patch_*, reject/*, parse-error rate + the trainer's own
+            merged = {**episodes, **metrics}  # patch_*, reject/*, loc/*, parse-error rate + the trainer's own
             tracker(merged, step)
             if on_step is not None:
                 on_step(merged, step, trainer.max_steps)

@@ -27,7 +27,7 @@ from graph_planner.config.paths import run_paths
 from graph_planner.config.schema import RunConfig
 from graph_planner.episode.turns import Trajectory
 from graph_planner.models.toy import resolve_model_path
-from graph_planner.telemetry.metrics import with_seed_names
+from graph_planner.telemetry.metrics import reward_metrics, with_seed_names
 from graph_planner.training import grpo
 from graph_planner.training.background_imports import GRPO_IMPORTS, import_in_background
 from graph_planner.training.local import checkpoint as ckpt
@@ -249,12 +249,9 @@ class LocalGRPOTrainer:
         tokens = sum(len(r.prompt_ids) + len(r.response_ids) for r in rows)
         turns = [turn for tr in trajectories for turn in tr.turns]
         metrics = {
-            "reward/mean": rewards.mean().item(), "reward/std": rewards.std().item() if len(rewards) > 1 else 0.0,
-            "reward/max": rewards.max().item(), "reward/min": rewards.min().item(),
-            "reward/resolved_rate": float(np.mean([tr.resolved for tr in trajectories])),
+            **reward_metrics(trajectories, group_ids),  # reward/*: the definitions verl's telemetry logs too
             "advantage/abs_mean": advantages.abs().mean().item(),
             "rollout/trajectories": float(len(trajectories)), "rollout/turns": float(len(turns)),
-            "rollout/format_error_rate": float(np.mean([t.parse_error is not None for t in turns])) if turns else 0.0,
             "rollout/turns_without_tokens": float(skipped),
             "rollout/truncated_prompts": float(self.policy.truncated_prompts),
             "tokens": float(tokens), "response_tokens": float(sum(len(r.response_ids) for r in rows)),

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -40,11 +41,11 @@ import yaml
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput
 from verl.utils.rollout_trace import rollout_trace_op
 
-from graph_planner.config.schema import RunConfig
 from graph_planner.data.record import TaskRecord
 from graph_planner.data.registry import AGENT_NAME as ROW_AGENT_NAME
 from graph_planner.env.assembly import build_env
 from graph_planner.env.planner_env import PlannerEnv, StepResult
+from graph_planner.episode.summary import EpisodeSummary
 from graph_planner.episode.wire import system_prompt
 from graph_planner.integrations.episode_setup import (
     dataset_dir_for,
@@ -124,33 +125,9 @@ def _clipped(reward: float, clip: float | None) -> float:
     return reward if clip is None else max(-clip, min(clip, reward))
 
 
-def episode_summary(env: PlannerEnv, last: StepResult | None, rewards: list[float], config: RunConfig) -> dict[str, Any]:
-    """What the trajectory reports: the env's own episode info, or (when verl's token budget cut the episode
-    before the env ended it) the counters so far, charged like the env's own limits (timeout + failure)."""
-    if last is not None and last.done:
-        info = last.info.get("episode", {})
-        episode_return = sum(rewards)
-        reason, resolved = str(info.get("termination_reason", "")), bool(info.get("resolved"))
-    else:
-        info = env.stats.to_dict()
-        episode_return = sum(rewards) - config.env.timeout_penalty - config.env.failure_penalty
-        reason, resolved = "response_length", False
-    return {
-        "task_id": env.task.task_id,
-        "termination_reason": reason,
-        "resolved": resolved,
-        "episode_return": round(episode_return, 6),
-        "steps": len(rewards),
-        "parse_errors": int(info.get("parse_errors", 0)),
-        "invalid_actions": int(info.get("invalid_actions", 0)),
-        "tests_run": int(info.get("tests_run", 0)),
-        "patch_stats": info.get("patch_stats", {}),
-        "synthesizer": getattr(env.synthesizer, "name", type(env.synthesizer).__name__),
-        "diagnostic": info.get("diagnostic"),
-        "tampered": bool(info.get("tampered")),
-        "verdict": str(info.get("verdict") or ("resolved" if resolved else "unresolved")),
-        "tamper_evidence": list(info.get("tamper_evidence") or []),
-    }
+def response_clipped(token_ids: list[int], budget: int, stop_ids: set[int]) -> bool:
+    """A generation that used its whole ``max_tokens`` without a stop token was cut at the length limit."""
+    return len(token_ids) >= budget and not (token_ids and token_ids[-1] in stop_ids)
 
 
 class GraphPlannerAgentLoop(AgentLoopBase):
@@ -176,7 +153,7 @@ class GraphPlannerAgentLoop(AgentLoopBase):
         slot = await self.slots.acquire()
         box = EpisodeSandbox(self.slots, slot)  # no await between acquire and try: the slot cannot leak
         try:
-            return await self._episode(box, task, dataset_dir, dict(sampling_params))
+            return await self._episode(box, task, dataset_dir, dict(sampling_params), kwargs.get("uid"))
         except Exception as exc:
             exc.add_note(f"graph planner agent loop: task {task.task_id} (run {self.run_id})")
             raise
@@ -184,7 +161,7 @@ class GraphPlannerAgentLoop(AgentLoopBase):
             await box.close()
 
     async def _episode(self, box: EpisodeSandbox, task: TaskRecord, dataset_dir: Path,
-                       sampling_params: dict[str, Any]) -> AgentLoopOutput:
+                       sampling_params: dict[str, Any], group: Any = None) -> AgentLoopOutput:
         config = self.run_config
         started = time.perf_counter()
         first_obs, _ = await box.open(lambda: build_env(task, config, dataset_dir, self.run_id))
@@ -201,6 +178,8 @@ class GraphPlannerAgentLoop(AgentLoopBase):
         request_id = uuid4().hex  # one id per episode: sticky routing, prefix-cache hits
         gen_s, preempted, generations, observations = 0.0, -1, 0, 0
         weights_step: int | None = None  # the rollout's weight version (the server's global_steps)
+        stop_ids = {i for i in (self.tokenizer.eos_token_id, *(sampling_params.get("stop_token_ids") or []))
+                    if i is not None}
         while True:
             budget = min(self.response_length - len(mask), config.planner_sampling.max_new_tokens)
             if budget <= 0:
@@ -221,7 +200,8 @@ class GraphPlannerAgentLoop(AgentLoopBase):
                 logprobs = new_logprobs
             text = self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
             clock = time.perf_counter()
-            last = await box.call(env.step, text)
+            clipped = response_clipped(list(out.token_ids), budget, stop_ids)
+            last = await box.call(functools.partial(env.step, text, response_clipped=clipped))
             env_s += time.perf_counter() - clock
             rewards.append(last.reward)
             if last.done or len(mask) >= self.response_length:
@@ -235,40 +215,42 @@ class GraphPlannerAgentLoop(AgentLoopBase):
             tokens, mask, messages, observations = merged.token_ids, new_mask, updated, observations + 1
             if logprobs:
                 logprobs = new_logprobs or []
-        output = self._output(env, tokens, mask, logprobs, rewards, last,
+        # the env's summary; when verl's token budget cut the episode first, the env ends it (charged like its
+        # own limits) and builds it then
+        summary = env.summary if last is not None and last.done else await box.call(env.cut_short,
+                                                                                      "response_length")
+        assert summary is not None
+        output = self._output(summary, tokens, mask, logprobs, rewards,
                               {"generate_sequences": gen_s, "tool_calls": env_s, "num_preempted": preempted},
                               num_turns=1 + generations + observations)
-        record_episode(telemetry_dir(config) / EPISODES_FILE, weights_step, output.extra_fields["graph_planner"],
-                       time.perf_counter() - started)
+        record_episode(telemetry_dir(config) / EPISODES_FILE, weights_step, summary,
+                       time.perf_counter() - started, None if group is None else str(group))
         return output
 
-    def _output(self, env: PlannerEnv, tokens: list[int], mask: list[int], logprobs: list[float],
-                rewards: list[float], last: StepResult | None, metrics: dict[str, Any],
-                num_turns: int) -> AgentLoopOutput:
-        summary = episode_summary(env, last, rewards, self.run_config)
+    def _output(self, summary: EpisodeSummary, tokens: list[int], mask: list[int], logprobs: list[float],
+                rewards: list[float], metrics: dict[str, Any], num_turns: int) -> AgentLoopOutput:
         split = len(tokens) - len(mask)
         limit = self.response_length
-        kept = summary["patch_stats"].get("kept", 0) if isinstance(summary["patch_stats"], dict) else 0
         return AgentLoopOutput(
             prompt_ids=tokens[:split],
             response_ids=tokens[split:][:limit],
             response_mask=mask[:limit],
             response_logprobs=logprobs[:limit] if logprobs else None,
-            reward_score=_clipped(summary["episode_return"], self.run_config.training.reward_clip),
+            reward_score=_clipped(summary.episode_return, self.run_config.training.reward_clip),
             num_turns=num_turns,
             metrics=metrics,
             extra_fields={
                 "turn_scores": list(rewards),
                 "tool_rewards": [],
-                "graph_planner": summary,
+                "graph_planner": summary.metrics_record(),
                 # same keys for every sample: verl logs these next to the score
                 "reward_extra_info": {
-                    "gp_resolved": float(summary["resolved"]),
-                    "gp_steps": summary["steps"],
-                    "gp_parse_errors": summary["parse_errors"],
-                    "gp_patches_kept": int(kept),
-                    "gp_truncated": float(summary["termination_reason"] == "response_length"),
-                    "gp_tampered": float(summary["tampered"]),
+                    "gp_resolved": float(summary.resolved),
+                    "gp_steps": summary.steps,
+                    "gp_parse_errors": summary.parse_errors,
+                    "gp_patches_kept": int(summary.patch_stats.get("kept", 0)),
+                    "gp_truncated": float(summary.termination_reason == "response_length"),
+                    "gp_tampered": float(summary.tampered),
                 },
             },
         )

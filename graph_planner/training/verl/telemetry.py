@@ -4,12 +4,13 @@ Two halves, one file each under ``<run dir>/verl/``:
 
 - **agent-loop workers** (GraphPlannerAgentLoop, inside verl's AgentLoopWorker processes) append one JSON line per
   finished episode to ``episodes.jsonl`` (:func:`record_episode`): the training step it was generated for (the
-  rollout's weight version + 1, from the server's ``global_steps``), its return, resolved flag, patch stats,
-  parse errors and turns;
+  rollout's weight version + 1, from the server's ``global_steps``), its GRPO group (verl's ``uid``) and the
+  env's :class:`~graph_planner.episode.summary.EpisodeSummary` (without the patch and test log);
 - the **job's entry process** (``verl_entry``, which runs ``main_ppo`` in the same process) runs
   :class:`VerlTelemetryBridge`: it follows verl's ``file`` logger (``verl_metrics.jsonl``, one JSON line per step)
-  and for each step logs ``episode_metrics`` of that step's episodes (``reward/*``, ``patch_*``, ``reject/*``,
-  ``planner_parse_error_rate``, ``episodes_per_min``) plus verl's own metrics under verl's names into the run's
+  and for each step logs ``episode_metrics`` of that step's episodes — the same function on the same summaries
+  as the local engine, so the same names and definitions (``reward/*``, ``loc/*``, ``patch_*``, ``reject/*``,
+  ``planner_parse_error_rate``, ``completions/clipped_ratio``, ...) — plus verl's own metrics under verl's names into the run's
   trackers (``run_telemetry``: stdout / JSONL / TensorBoard / W&B, ``parallel/*`` + ``resources/*`` at step 0,
   ``ray/*`` / ``gpu/*`` heartbeats; ``ray/*`` from the moment ``main_ppo``'s ``ray.init`` has attached this
   process to the job's cluster).
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from graph_planner.config.schema import RunConfig
-from graph_planner.episode.turns import Trajectory, Turn
+from graph_planner.episode.summary import EpisodeSummary
 
 log = logging.getLogger(__name__)
 
@@ -44,13 +45,12 @@ def telemetry_dir(config: RunConfig) -> Path:
     return run_paths(config).run_dir / "verl"
 
 
-def record_episode(path: Path, weights_step: int | None, summary: Mapping[str, Any], seconds: float) -> None:
-    """Append one episode (``agent_loop.episode_summary``) as a JSON line; one ``write`` of one line with
-    O_APPEND, so lines of concurrent workers never interleave."""
+def record_episode(path: Path, weights_step: int | None, summary: EpisodeSummary, seconds: float,
+                   group: str | None = None) -> None:
+    """Append one episode (the env's summary, its GRPO ``group``) as a JSON line; one ``write`` of one line
+    with O_APPEND, so lines of concurrent workers never interleave."""
     row = {"step": None if weights_step is None else int(weights_step) + 1, "pid": os.getpid(),
-           "seconds": round(seconds, 4), **{k: summary.get(k) for k in (
-               "task_id", "episode_return", "resolved", "termination_reason", "steps", "parse_errors",
-               "invalid_actions", "patch_stats", "tampered", "verdict")}}
+           "seconds": round(seconds, 4), "group": group, "summary": summary.metrics_record()}
     data = (json.dumps(row, default=str) + "\n").encode("utf-8")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -60,17 +60,13 @@ def record_episode(path: Path, weights_step: int | None, summary: Mapping[str, A
         os.close(fd)
 
 
-def trajectory_from_record(row: Mapping[str, Any]) -> Trajectory:
-    """The episode as the Trajectory ``episode_metrics`` reads (turns carry only whether they parsed)."""
-    steps, errors = int(row.get("steps") or 0), int(row.get("parse_errors") or 0)
-    turns = [Turn(prompt_messages=[], response_text="", action=None, observation="",
-                  parse_error="unparsed" if i < errors else None) for i in range(max(steps, errors))]
-    stats = row.get("patch_stats")
-    info: dict[str, Any] = {"patch_stats": stats} if isinstance(stats, Mapping) and stats else {}
-    info["tampered"] = bool(row.get("tampered"))
-    return Trajectory(task_id=str(row.get("task_id", "?")), turns=turns, reward=float(row.get("episode_return") or 0),
-                      resolved=bool(row.get("resolved")), termination_reason=str(row.get("termination_reason", "")),
-                      info=info)
+def summary_from_record(row: Mapping[str, Any]) -> EpisodeSummary:
+    """The EpisodeSummary of one ``episodes.jsonl`` line (a line without one names its step)."""
+    data = row.get("summary")
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{EPISODES_FILE}: a line of step {row.get('step')} has no episode summary "
+                         f"(written by an older agent loop?)")
+    return EpisodeSummary.from_dict(data)
 
 
 class JsonlFollower:
@@ -152,8 +148,9 @@ class VerlTelemetryBridge:
         out: dict[str, float] = {}
         if rows:
             seconds = float(data.get("timing_s/gen") or sum(float(r.get("seconds") or 0) for r in rows) or 1e-6)
-            out.update(episode_metrics([trajectory_from_record(r) for r in rows], max(seconds, 1e-6),
-                                       self.config.telemetry))
+            summaries = [summary_from_record(r) for r in rows]
+            groups = [r.get("group") or s.task_id for r, s in zip(rows, summaries)]
+            out.update(episode_metrics(summaries, max(seconds, 1e-6), self.config.telemetry, groups))
         out.update(passthrough(data))
         return out
 
