@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from typing import Any
 
@@ -93,8 +92,9 @@ def preflight_cmd(
     except ValueError as exc:
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(1) from None
-    remote = config.training.backend == "verl" and (config.resources.ray_address or os.environ.get("RAY_ADDRESS"))
-    problems = [] if remote else model_path_problems(config, training=True)  # a cluster's paths are its own
+    from graph_planner.integrations.ray_cluster import training_cluster
+
+    problems = [] if training_cluster(config) else model_path_problems(config, training=True)  # a cluster's own
     if problems:
         typer.echo("preflight failed:\n" + "\n".join(f"  - {p}" for p in problems), err=True)
         raise typer.Exit(1)

@@ -15,7 +15,7 @@ from prefect.artifacts import create_link_artifact, create_markdown_artifact, cr
 from prefect.cache_policies import NO_CACHE
 from prefect.transactions import get_transaction
 
-from graph_planner.config.paths import RESOLVED_CONFIG, TRAINING_CURVES, run_paths
+from graph_planner.config.paths import TRAINING_CURVES, run_paths
 from graph_planner.config.schema import RunConfig
 from graph_planner.eval.report import headline
 from graph_planner.eval.results import ResultsStore, TaskResult
@@ -61,10 +61,9 @@ def producing_run_dir(output: Path, default: Path) -> Path:
     """The run directory that wrote ``output`` (a checkpoint, an eval dir: the nearest parent holding a resolved
     config), else ``default``: a cached rerun of an unnamed run has a fresh directory of its own, while its
     checkpoint, curves, eval and comparison are the first run's."""
-    for parent in output.parents:
-        if (parent / RESOLVED_CONFIG).is_file():
-            return parent
-    return default
+    from graph_planner.config.checkpoints import run_dir_of
+
+    return run_dir_of(output) or default
 
 
 def report_artifact_markdown(config: RunConfig, config_file: str, directory: Path, model: str | None,

@@ -14,9 +14,13 @@ from tasks.retry import IO_RETRIES, IO_RETRY_DELAYS, IO_RETRY_JITTER, transient_
 
 @task(name="select-images", cache_policy=NO_CACHE)
 def select_images(config_file: str, manifest: str) -> list[str]:
-    """Images to prepull: the manifest's, or none when ``images.prepull`` is off (e.g. local sandbox)."""
+    """Images to prepull: the manifest's, or none when ``images.prepull`` is off (e.g. local sandbox) or when
+    training and eval both run their sandboxes on a user's Ray cluster (the one prepull decision, `gp train`'s too:
+    :func:`graph_planner.integrations.ray_cluster.prepull_here`)."""
+    from graph_planner.integrations.ray_cluster import prepull_here
+
     config = load_resolved(config_file)
-    return read_manifest(manifest) if config.images.prepull else []
+    return read_manifest(manifest) if prepull_here(config, ["train", "eval"]) else []
 
 
 @task(name="prepull-image", cache_policy=NO_CACHE, retries=IO_RETRIES, retry_delay_seconds=IO_RETRY_DELAYS,

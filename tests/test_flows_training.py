@@ -47,8 +47,13 @@ class FakeRayClient:
 
 @pytest.fixture
 def verl_config(flow_workspace: Path) -> str:
+    # one (logical) GPU: the train API runs verl's preflight, as `gp train` does
     config = load_run_config("configs/experiments/local_debug.yaml",
-                             {"training.backend": "verl", "training.total_steps": 2}, write=True)
+                             {"training.backend": "verl", "training.total_steps": 2, "resources.num_gpus": 1,
+                              "resources.ray_num_gpus": 1, "parallel.tensor_parallel_cgm": 0}, write=True)
+    # the registered train parquet the job is given (its contents are the fake job's business); no val.parquet
+    (flow_workspace / config.data.dataset_name).mkdir(exist_ok=True)
+    (flow_workspace / config.data.dataset_name / "train.parquet").write_bytes(b"")
     return str(config.resolved_config_path)
 
 

@@ -200,7 +200,7 @@ def test_seed_001_sample_files_prepare(tmp_path, monkeypatch):
 
 
 def test_train_prepull_runs_before_training_or_says_where_to_run_it(tmp_path, caplog):
-    from graph_planner.training.commands import prepull_here
+    from graph_planner.integrations.ray_cluster import prepull_here
 
     result = runner.invoke(app, ["train", "-c", str(ROOT / "configs/experiments/local_debug.yaml"),
                                  "--prepull-containers", "--docker-manifest", str(tmp_path / "missing.txt"),
@@ -211,5 +211,5 @@ def test_train_prepull_runs_before_training_or_says_where_to_run_it(tmp_path, ca
                                     "resources.ray_address": "http://cluster:8265",
                                     "images.manifest": str(tmp_path / "missing.txt")})
     with caplog.at_level("WARNING"):
-        prepull_here(remote)  # nothing pulled here, no error: the cluster's nodes run the sandboxes
+        assert not prepull_here(remote, ["train"])  # nothing pulled here: the cluster's nodes run the sandboxes
     assert "run `gp images prepull` on its nodes" in caplog.text

@@ -14,6 +14,7 @@ def _metrics(run_dir, rewards, resumed_step=None):
     if resumed_step is not None:  # a resumed run logs its step again; the last value counts
         rows.append({"kind": "metrics", "step": resumed_step, "metrics": {"reward/mean": 0.5}})
     (run_dir / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    (run_dir / "resolved_config.yaml").write_text("{}\n", encoding="utf-8")  # what marks a run dir
 
 
 def test_grpo_curve_reads_the_runs_metrics_above_the_checkpoint(tmp_path):

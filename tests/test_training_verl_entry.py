@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from graph_planner.cli import app
 from graph_planner.config.loader import load_run_config
-from graph_planner.training import commands
+from graph_planner.training.api import train
 from graph_planner.training.ray.job import job_entrypoint, job_runtime_env, write_job_config
 from graph_planner.training.verl import entry as verl_entry
 
@@ -104,9 +104,10 @@ def test_runtime_env_ships_code_not_data():
 def test_local_backend_without_prepared_data_is_a_clear_error(tmp_path, capsys):
     config = load_run_config(None, {"logging.output_dir": str(tmp_path),
                                     "paths.dataset_train": str(tmp_path / "missing" / "train.jsonl")})
-    assert commands.run_local(config, dry_run=False) == 2
-    err = capsys.readouterr().err
-    assert "missing/train.jsonl" in err and "gp data prepare" in err
+    outcome = train(config)
+    assert outcome.exit_code == 2
+    assert "missing/train.jsonl" in outcome.message and "gp data prepare" in outcome.message
+    assert not (tmp_path / config.run_name).exists()  # refused before the run dir is written
 
 
 def test_gp_train_verl_without_gpus_stops_at_preflight(tmp_path):

@@ -138,6 +138,21 @@ def validate_tree(tree: Mapping[str, Any], source: str) -> RunConfig:
         raise ConfigError(_validation_message(exc, source)) from None
 
 
+#: The setting other rules depend on (``config.algorithm.backend_problems``): a CLI value of it applies before the
+#: file's own validation.
+BACKEND_KEY = "training.backend"
+
+
+def with_cli_backend(file_tree: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """``file_tree`` with the CLI's ``training.backend`` (when given) set in a copy."""
+    backend = [value for dotted, value in overrides.items() if canonical_key(dotted) == BACKEND_KEY]
+    if not backend:
+        return file_tree
+    tree = copy.deepcopy(file_tree)
+    set_dotted(tree, BACKEND_KEY, backend[-1])
+    return tree
+
+
 def load_run_config(
     config_file: str | Path | None = None,
     cli_overrides: Mapping[str, Any] | None = None,
@@ -157,6 +172,12 @@ def load_run_config(
     """
     tree: dict[str, Any] = {}
     source = "built-in defaults"
+    overrides = dict(cli_overrides or {})
+    if yaml_only and overrides:
+        for name in sorted(overrides):
+            shown = "<redacted>" if name in SECRET_PATHS else repr(overrides[name])
+            log.warning("--yaml-only: ignoring CLI setting %s=%s", name, shown)
+        overrides = {}
     if config_file is not None:
         path = Path(config_file)
         try:
@@ -165,15 +186,11 @@ def load_run_config(
             raise  # names the file already
         except ValueError as exc:
             raise ConfigError(f"{path}: {exc}") from None
-        validate_tree(file_tree, str(path))  # errors name the file before CLI values are mixed in
+        # errors name the file before CLI values are mixed in, judged on the backend the run will use: a YAML of
+        # verl-only keys is valid with --set training.backend=verl
+        validate_tree(with_cli_backend(file_tree, overrides), str(path))
         tree = deep_merge(tree, file_tree)
         source = str(path)
-    overrides = dict(cli_overrides or {})
-    if yaml_only and overrides:
-        for name in sorted(overrides):
-            shown = "<redacted>" if name in SECRET_PATHS else repr(overrides[name])
-            log.warning("--yaml-only: ignoring CLI setting %s=%s", name, shown)
-        overrides = {}
     if overrides:
         source = f"{source} + CLI flags"
         for dotted, value in overrides.items():

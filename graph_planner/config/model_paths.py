@@ -55,12 +55,13 @@ def model_path_problem(key: str, value: str) -> str | None:
     return None
 
 
-def model_path_problems(config: RunConfig, training: bool = False) -> list[str]:
+def model_path_problems(config: RunConfig, training: bool = False, planner: bool = True) -> list[str]:
     """The model settings of ``config`` that would fail to load in this process: the planner model when a local
-    model plays (``training``: always, the trainer loads it) and the local (hf) synthesiser's weights."""
+    model plays (``training``: always, the trainer loads it; ``planner=False``: never, the rule policy plays, as
+    in `gp smoke`) and the local (hf) synthesiser's weights."""
     checks: list[tuple[str, str | None]] = []
     b = config.backends
-    plays_local_model = config.experiment.agent != "cgm" and b.planner_backend in ("toy", "hf")
+    plays_local_model = planner and config.experiment.agent != "cgm" and b.planner_backend in ("toy", "hf")
     if training or plays_local_model:
         checks += [("paths.planner_model", config.paths.planner_model),
                    ("paths.planner_tokenizer", config.paths.planner_tokenizer)]

@@ -25,6 +25,7 @@ from graph_planner.data.record import TaskRecord
 from graph_planner.eval.ray_faults import NODE_LOSS_ATTEMPTS, ClusterWatch, node_loss_kind
 from graph_planner.eval.results import TaskResult
 from graph_planner.integrations.ray_auth import AUTH_VARS, PrivateRayAuth, check_user_auth, user_auth_problem
+from graph_planner.integrations.ray_cluster import user_cluster_address
 
 log = logging.getLogger(__name__)
 #: How long the driver waits for a result before it probes the cluster again.
@@ -59,7 +60,7 @@ def _episode_on_node(config_dict: dict[str, Any], task_json: str, dataset_dir: s
 
 def cluster_address(config: RunConfig, address: str | None = None) -> str | None:
     """The user's cluster (argument, ``resources.ray_address``, ``RAY_ADDRESS``), None for a private one."""
-    return address or config.resources.ray_address or os.environ.get("RAY_ADDRESS") or None
+    return user_cluster_address(config.resources, address)
 
 
 def executor_problems(config: RunConfig) -> list[str]:

@@ -70,12 +70,13 @@ def grpo_curve(checkpoint: str | Path, window: int = 5) -> dict[str, Any] | None
     """The GRPO phase's own curve: per-step ``reward/mean`` from the ``metrics.jsonl`` of the run that wrote
     ``checkpoint`` (found above it), with the means of the first and last ``window`` steps and their difference.
     None when no such file is found (e.g. a run without the JSONL tracker)."""
+    from graph_planner.config.checkpoints import run_dir_of
     from graph_planner.telemetry.trackers import read_step_metrics
     from graph_planner.training.learning_curve import window_means
 
-    above = list(Path(checkpoint).parents)[:4]  # <run>/checkpoints/step_<k>/model: the run dir is 3 up
-    path = next((p / "metrics.jsonl" for p in above if (p / "metrics.jsonl").is_file()), None)
-    if path is None:
+    run_dir = run_dir_of(checkpoint)  # local step_<k>/model or verl global_step_<k>/actor/huggingface alike
+    path = run_dir / "metrics.jsonl" if run_dir is not None else None
+    if path is None or not path.is_file():
         return None
     curve = [float(m["reward/mean"]) for m in read_step_metrics(path).values() if "reward/mean" in m]
     if not curve:

@@ -18,15 +18,17 @@ from typing import Any
 import numpy as np
 import torch
 
-CHECKPOINTS = "checkpoints"
-LATEST = "latest"
-MODEL_DIR = "model"
-STATE_FILE = "trainer_state.pt"
+# the layout and the finder are shared with the verl engine's output: graph_planner.config.checkpoints
+from graph_planner.config.checkpoints import (  # noqa: F401 - re-exported: this module's readers use them
+    LATEST,
+    MODEL_DIR,
+    STATE_FILE,
+    checkpoint_root,
+    latest_checkpoint,
+)
+from graph_planner.config.paths import CHECKPOINTS  # noqa: F401 - re-exported
+
 META_FILE = "meta.json"
-
-
-def checkpoint_root(run_dir: str | Path) -> Path:
-    return Path(run_dir) / CHECKPOINTS
 
 
 def capture_rng() -> dict[str, Any]:
@@ -89,19 +91,6 @@ def checkpoint_step(checkpoint_dir: str | Path) -> int:
     return int(json.loads((Path(checkpoint_dir) / META_FILE).read_text(encoding="utf-8"))["step"])
 
 
-def latest_checkpoint(run_dir: str | Path) -> Path | None:
-    """The checkpoint ``latest`` points at, or None when the run has none yet."""
-    root = checkpoint_root(run_dir)
-    pointer = root / LATEST
-    if not pointer.is_file():
-        return None
-    path = root / pointer.read_text(encoding="utf-8").strip()
-    if not (path / STATE_FILE).is_file():
-        raise FileNotFoundError(f"{pointer} points at {path}, which has no {STATE_FILE}; delete the pointer or "
-                                "set training.resume_from to an existing step_<k> dir")
-    return path
-
-
 def resolve_resume(resume_from: str | None, run_dir: str | Path) -> Path | None:
     """``None`` -> fresh start; ``'auto'`` -> the run dir's latest checkpoint (fresh if none); else that dir."""
     if resume_from is None:
@@ -118,14 +107,3 @@ def resolve_resume(resume_from: str | None, run_dir: str | Path) -> Path | None:
 def load_trainer_state(checkpoint_dir: str | Path) -> dict[str, Any]:
     """Optimizer/scheduler/RNG/data-order state of a checkpoint (our own file, hence ``weights_only=False``)."""
     return torch.load(Path(checkpoint_dir) / STATE_FILE, map_location="cpu", weights_only=False)
-
-
-def latest_verl_model(root: str | Path) -> Path | None:
-    """The verl backend's newest ``global_step_<k>/actor/huggingface`` dir holding weights (an ordinary HF model
-    dir, written when ``actor.checkpoint.save_contents`` has ``hf_model``); None when there is none."""
-    steps = sorted(Path(root).glob("global_step_*"), key=lambda p: int(p.name.rsplit("_", 1)[-1]))
-    for step in reversed(steps):
-        hf = step / "actor" / "huggingface"
-        if hf.is_dir() and (any(hf.glob("*.safetensors")) or any(hf.glob("*.bin"))):
-            return hf
-    return None

@@ -9,6 +9,7 @@ Auth: Ray 2.60 clusters use token auth; the client honours Ray's own ``RAY_AUTH_
 refused before anything starts. A private head gets its own fresh token (:mod:`graph_planner.integrations.ray_auth`),
 which its clients send as a header. The address is
 ``resources.ray_address``, else Ray's ``RAY_ADDRESS``, else a private local head started for this job
+(:func:`graph_planner.integrations.ray_cluster.user_cluster_address`, the one resolution, eval's too)
 (:mod:`graph_planner.training.ray.head`; on a machine without CUDA the job runs verl on CPU through
 :mod:`graph_planner.training.verl.cpu`).
 """
@@ -34,6 +35,7 @@ from graph_planner import termination
 from graph_planner.config.paths import RESOLVED_CONFIG, run_paths
 from graph_planner.config.schema import RunConfig
 from graph_planner.integrations.ray_auth import RayAuthError, user_auth_problem, user_headers
+from graph_planner.integrations.ray_cluster import user_cluster_address
 from graph_planner.training.ray.head import (
     MIN_LOGICAL_CPUS,
     LocalRayHead,
@@ -121,7 +123,7 @@ def job_entrypoint(python: str, entrypoint_args: Sequence[str]) -> str:
 def user_cluster_auth_problem(config: RunConfig) -> str | None:
     """A user's cluster (``resources.ray_address`` / ``RAY_ADDRESS``) with RAY_AUTH_MODE=token and no token: said
     at once, not after Ray's waits. A private head makes its own token, so the user's token mode needs none."""
-    if config.resources.ray_address or os.environ.get("RAY_ADDRESS"):
+    if user_cluster_address(config.resources):
         return user_auth_problem()
     return None
 
@@ -207,7 +209,7 @@ def _visible_gpus(gpus: list[int] | None) -> Iterator[None]:
 def ray_cluster(config: RunConfig, run_dir: Path) -> Iterator[Cluster]:
     """The configured cluster (``resources.ray_address`` / ``RAY_ADDRESS``), or a private local head living as
     long as the block (stopped by PID on every exit path, a failed start included)."""
-    address = config.resources.ray_address or os.environ.get("RAY_ADDRESS")
+    address = user_cluster_address(config.resources)
     if address:
         yield Cluster(address)
         return
@@ -377,7 +379,7 @@ def run_training_job(config: RunConfig, entrypoint_args: Sequence[str], dry_run:
 
     sink = sink or (lambda line: print(line, flush=True))
     run_dir = run_paths(config).run_dir.resolve()
-    address, job_id = config.resources.ray_address or os.environ.get("RAY_ADDRESS") or "local head", None
+    address, job_id = user_cluster_address(config.resources) or "local head", None
     try:
         refuse_clobber(run_dir, config.training.resume_from)
         problem = user_cluster_auth_problem(config)

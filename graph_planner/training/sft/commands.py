@@ -24,11 +24,16 @@ def sft_cmd(
     **options: Any,
 ) -> None:
     """Fine-tune the planner on trajectories (TRL SFTTrainer); print the HF model dir for `gp train`."""
+    from graph_planner.config.model_paths import model_path_problems
     from graph_planner.training.sft.trainer import run_sft
 
     config = config_from_cli({**locals(), **options}, extra_map={"dataset": "paths.dataset_train", "source": "training.sft.source",
                                                   "trajectories": "training.sft.trajectories_dir",
                                                   "out": "training.sft.output_dir"})
+    problems = model_path_problems(config, training=True)  # the model it fine-tunes (and an hf synthesiser's)
+    if problems:
+        typer.echo(f"error: {'; '.join(problems)}", err=True)
+        raise typer.Exit(2)
     try:
         result = run_sft(config, progress=lambda line: typer.echo(line, err=True))  # stdout: the JSON only
     except (FileNotFoundError, ValueError) as exc:

@@ -45,6 +45,38 @@ def default_data_paths(config: RunConfig) -> VerlDataPaths:
     return VerlDataPaths(train=str(paths.parquet("train")), val=str(paths.parquet("val")))
 
 
+#: The val file taken when none is given: this name beside the train file (the registry's layout).
+DEFAULT_VAL_NAME = "val.parquet"
+
+
+def verl_data_files(config: RunConfig, train_files: str | None = None, val_files: str | None = None,
+                    registry: str | Path | None = None) -> VerlDataPaths:
+    """The one val-file rule of the verl job (``gp train``, the Prefect train task and the job's entry alike).
+
+    train: ``train_files``, else ``<registry>/<dataset_name>/train.parquet`` (default registry
+    ``<data.output_dir>/registry``). val: ``val_files`` when given, and then it must exist (FileNotFoundError
+    naming it: a typo never silently trains without validation); else ``val.parquet`` beside the train file when
+    that exists; else none, and the job trains without a validation set (logged)."""
+    from graph_planner.config.paths import parquet_path
+
+    if train_files:
+        train = Path(train_files)
+    elif registry is not None:
+        train = parquet_path(registry, config.data.dataset_name, "train")
+    else:
+        train = Path(default_data_paths(config).train)
+    if val_files:
+        if not Path(val_files).is_file():
+            raise FileNotFoundError(f"val file not found: {val_files} (--val-files); give an existing parquet, or "
+                                    f"leave it out to use {DEFAULT_VAL_NAME} beside the train file when there is one")
+        return VerlDataPaths(train=str(train), val=str(val_files))
+    beside = train.parent / DEFAULT_VAL_NAME
+    if beside.is_file() and beside != train:
+        return VerlDataPaths(train=str(train), val=str(beside))
+    log.info("no val file (%s not found): the verl job trains without a validation set", beside)
+    return VerlDataPaths(train=str(train), val=None)
+
+
 @dataclass(frozen=True)
 class GpuLayout:
     """GPUs the verl trainer gets (a co-located CGM engine keeps ``tensor_parallel_cgm`` of them)."""

@@ -28,8 +28,8 @@ from graph_planner.training.verl.config import (
     AGENT_LOOP_NAME,
     VerlDataPaths,
     build_verl_overrides,
-    default_data_paths,
     verl_config_dir,
+    verl_data_files,
 )
 
 #: The Graph Planner agent loop (``AgentLoopBase`` subclass) registered for verl.
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m graph_planner.training.verl.entry", description=__doc__)
     parser.add_argument("--config-file", required=True, help="resolved_config.yaml of the run")
     parser.add_argument("--train-files", help="train parquet (default <data.output_dir>/registry/<dataset_name>/train.parquet)")
-    parser.add_argument("--val-files", help="val parquet (default beside the train file)")
+    parser.add_argument("--val-files", help="val parquet (default: val.parquet beside the train file, when it exists)")
     parser.add_argument("--agent-loop", default=DEFAULT_AGENT_LOOP, help="module:Class of the verl agent loop")
     parser.add_argument("--dry-run", action="store_true", help="validate config, data and agent loop; no training")
     parser.add_argument("--cpu", action="store_true",
@@ -192,9 +192,11 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"verl job preflight failed:\n  - {exc}", file=sys.stderr, flush=True)
         return 1
-    default = default_data_paths(config)
-    data = VerlDataPaths(train=args.train_files or default.train,
-                         val=args.val_files or (None if args.train_files else default.val))
+    try:
+        data = verl_data_files(config, args.train_files, args.val_files)
+    except FileNotFoundError as exc:
+        print(f"verl job preflight failed:\n  - {exc}", file=sys.stderr, flush=True)
+        return 1
     return run(config, args.config_file, data, args.agent_loop, args.dry_run, cpu=args.cpu)
 
 
