@@ -70,6 +70,9 @@ def synth_cmd(
     = 0.15,
     test_frac: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of code locations held out as test.")]
     = 0.15,
+    executor: Annotated[str, typer.Option(help="Where candidates are validated: local (threads here) or ray (the "
+                                          "eval executor's cluster: resources.ray_address / RAY_ADDRESS, else a "
+                                          "private local one).")] = "local",
     **options: Any,
 ) -> None:
     """Inject bugs into REPO's covered functions, keep those its tests catch, write them as tasks (split by code
@@ -80,8 +83,18 @@ def synth_cmd(
     config = config_from_cli({**options, "out": out}, extra_map={"out": "data.output_dir"}, write=False)
     if val_frac + test_frac >= 1.0:
         raise _fail(f"--val-frac {val_frac} + --test-frac {test_frac} leave nothing for train")
+    if executor not in ("local", "ray"):
+        raise _fail(f"--executor {executor!r}: expected local or ray")
+    if executor == "ray":
+        from graph_planner.eval.ray_executor import executor_problems
+
+        problems = executor_problems(config.model_copy(update={"eval": config.eval.model_copy(
+            update={"executor": "ray"})}))
+        if problems:
+            raise _fail("--executor ray: " + "; ".join(problems))
     opts = SynthOptions(seed=seed, per_target=per_target, max_tasks=max_tasks, val_frac=val_frac,
-                        test_frac=test_frac, max_steps=config.data.max_steps, sandbox=config.sandbox)
+                        test_frac=test_frac, max_steps=config.data.max_steps, sandbox=config.sandbox,
+                        executor=executor, ray_config=config)
     if workers:
         opts.workers = workers
     with _bar() as bar:

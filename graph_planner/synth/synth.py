@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from graph_planner.config.schema import SandboxConfig
+from graph_planner.config.schema import RunConfig, SandboxConfig
 from graph_planner.data.io import write_json
 from graph_planner.data.prepare import PrepareSummary, SourceSummary, write_source
 from graph_planner.data.record import TaskRecord
@@ -57,6 +57,9 @@ class SynthOptions:
     test_frac: float = 0.15
     max_steps: int = 30
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    #: "local" (threads on this machine) or "ray" (synth/ray_validate.py: ``ray_config`` names the cluster)
+    executor: str = "local"
+    ray_config: RunConfig | None = None
 
 
 @dataclass
@@ -191,7 +194,14 @@ def synthesize_repo(repo: Path, staging: Path, options: SynthOptions,
 
     if progress:
         progress(f"synth {name}", 0, len(candidates))
-    verdicts = validate_candidates(base_task, options.sandbox, base, candidates, options.workers, limit, on_done)
+    if options.executor == "ray":
+        from graph_planner.synth.ray_validate import validate_on_ray
+
+        verdicts = validate_on_ray(base_task, options.sandbox, base, candidates,
+                                   options.ray_config or RunConfig(), on_done)
+    else:
+        verdicts = validate_candidates(base_task, options.sandbox, base, candidates, options.workers, limit,
+                                       on_done)
     judged = [v for v in verdicts if v is not None]
     stats.judged = len(judged)
     stats.passed = sum(1 for v in judged if v.reason is None)
