@@ -33,8 +33,10 @@ from graph_planner.config.schema import DataConfig, RunConfig
 from graph_planner.data.prepare import prepare_datasets
 from graph_planner.data.registry import AGENT_NAME, register_dataset
 from graph_planner.env import assembly
-from graph_planner.integrations.sandbox_slots import SandboxSlots
+from graph_planner.env.assembly import sandbox_slots
+from graph_planner.integrations.episode_setup import load_run_config_file
 from graph_planner.models.toy import ensure_toy_checkpoint
+from graph_planner.sandbox.slots import SandboxSlots
 from graph_planner.training.verl.agent_loop import (
     AGENT_LOOP_NAMES,
     AGENT_LOOP_TARGET,
@@ -314,8 +316,7 @@ def test_sandbox_closed_and_slot_freed_when_the_server_fails_mid_episode(tmp_pat
         run_episode(tmp_path, write_run_config(tmp_path, prepared_dir, "gold"), server, tokenizer, row)
     assert any(TASK_ID in note for note in getattr(info.value, "__notes__", []))
     assert len(ledger.boxes) == 1 and ledger.all_closed()
-    slots = SandboxSlots.for_run(f"agent-loop-{tmp_path.name}", 1)
-    assert slots.held_count() == 0
+    assert sandbox_slots(load_run_config_file(tmp_path / "run_config.yaml")).held_count() == 0
 
 
 @pytest.mark.parametrize("when", ["generating", "starting the sandbox"])
@@ -362,7 +363,7 @@ def test_concurrent_loops_never_exceed_the_sandbox_cap(tmp_path, prepared, token
 
 
 def test_slots_are_shared_across_processes_and_freed_when_a_holder_dies(tmp_path):
-    script = ("import time\nfrom graph_planner.integrations.sandbox_slots import SandboxSlots\n"
+    script = ("import time\nfrom graph_planner.sandbox.slots import SandboxSlots\n"
               f"slot = SandboxSlots({str(tmp_path)!r}, 2).try_acquire()\nprint(slot.index, flush=True)\n"
               "time.sleep(60)\n")
     holder = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)

@@ -8,6 +8,10 @@ and nowhere else:
   ``backends.sandbox`` (:func:`graph_planner.sandbox.factory.backend_for`);
 - step budget: an explicit ``max_steps`` (the CLI's ``--max-steps``) > the task's cap (``TaskRecord.max_steps``)
   over the run's ``env.max_steps`` (the smaller of the two) (:func:`graph_planner.env.planner_env.step_budget`).
+
+Sandboxes open at once are capped here too, for every runner: each sandbox built here holds one of the run's
+``parallel.workflow_parallel`` slots per node (:mod:`graph_planner.sandbox.slots`) from its start to its close,
+whatever process or thread opened it.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from graph_planner.env.planner_env import PlannerEnv
 from graph_planner.models.synthesizers import PatchSynthesizer, make_synthesizer
 from graph_planner.sandbox.base import Sandbox
 from graph_planner.sandbox.factory import make_sandbox
+from graph_planner.sandbox.shell import ShellSandbox
+from graph_planner.sandbox.slots import SandboxSlot, SandboxSlots
 
 
 def graph_cache(config: RunConfig) -> GraphCache:
@@ -31,14 +37,26 @@ def graph_cache(config: RunConfig) -> GraphCache:
     return GraphCache(run_paths(config).graphs)
 
 
+def sandbox_slots(config: RunConfig) -> SandboxSlots:
+    """The run's sandbox cap on this node: ``parallel.workflow_parallel`` slots, shared by the run's processes."""
+    return SandboxSlots.for_run(run_paths(config).run_dir, config.parallel.workflow_parallel)
+
+
 def build_env(task: TaskRecord, config: RunConfig, dataset_dir: str | Path | None, run_id: str, *,
               cache: GraphCache | None = None, max_steps: int | None = None,
-              synthesizer: PatchSynthesizer | None = None, sandbox: Sandbox | None = None) -> PlannerEnv:
+              synthesizer: PatchSynthesizer | None = None, sandbox: Sandbox | None = None,
+              slot: SandboxSlot | None = None) -> PlannerEnv:
     """The env of one episode; its sandbox is constructed, not started (``PlannerEnv.reset`` starts it, the caller
-    closes it). ``synthesizer`` / ``sandbox`` replace the configured ones (benchmarks, diagnostics)."""
+    closes it). Starting it waits for one of the run's sandbox slots, closing it frees the slot; ``slot`` is one
+    the caller already holds (the verl agent loop waits for it without blocking a thread) and the sandbox takes
+    it over. ``synthesizer`` / ``sandbox`` replace the configured ones (benchmarks, diagnostics)."""
+    if sandbox is None:
+        sandbox = make_sandbox(task, config, dataset_dir, run_id)
+    if isinstance(sandbox, ShellSandbox):  # every backend; a caller's own test double is not capped
+        sandbox.slots, sandbox.slot = sandbox_slots(config), slot
     return PlannerEnv(
         task,
-        sandbox if sandbox is not None else make_sandbox(task, config, dataset_dir, run_id),
+        sandbox,
         config,
         synthesizer if synthesizer is not None else make_synthesizer(config, task),
         graph_cache=cache if cache is not None else graph_cache(config),

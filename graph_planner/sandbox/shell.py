@@ -35,6 +35,7 @@ from graph_planner.sandbox.patching import check_patch, created_files, touched_f
 if TYPE_CHECKING:
     from graph_planner.config.schema import SandboxConfig
     from graph_planner.data.record import TaskRecord
+    from graph_planner.sandbox.slots import SandboxSlot, SandboxSlots
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +92,10 @@ class ShellSandbox(ABC):
         #: canaries, log integrity and the recorder on every graded run (switched off only by the benchmark that
         #: measures their cost)
         self.grading_checks = True
+        #: the run's cap on open sandboxes (sandbox/slots.py), given by env/assembly.py: start() waits for a slot
+        #: (or keeps ``slot``, one its caller already took), close() frees it
+        self.slots: SandboxSlots | None = None
+        self.slot: SandboxSlot | None = None
         hidden_dir_name = posixpath.basename(task.hidden_tests_dir.rstrip("/")) or R2E_TESTS_DIR
         self._hidden_dir_names = {R2E_TESTS_DIR, hidden_dir_name}
 
@@ -119,17 +124,31 @@ class ShellSandbox(ABC):
         """Bring the backend up and record the base commit + hidden test locations; idempotent."""
         if self._started:
             return
-        self._start_backend()
+        if self.slot is None and self.slots is not None:
+            self.slot = self.slots.acquire_blocking()
         try:
-            self._init_repo_state()
+            self._start_backend()
+            try:
+                self._init_repo_state()
+            except BaseException:
+                self._close_backend()
+                raise
         except BaseException:
-            self._close_backend()
+            self._release_slot()
             raise
         self._started = True
 
     def close(self) -> None:
         self._started = False
-        self._close_backend()
+        try:
+            self._close_backend()
+        finally:
+            self._release_slot()
+
+    def _release_slot(self) -> None:
+        slot, self.slot = self.slot, None
+        if slot is not None:
+            slot.release()
 
     def __enter__(self) -> Self:
         self.start()

@@ -16,10 +16,11 @@ does not apply): a trajectory is one token sequence, bounded by verl's ``respons
 at most ``planner_sampling.max_new_tokens``.
 
 Sandboxes: at most ``parallel.workflow_parallel`` open at once per node, across all worker processes
-(:mod:`graph_planner.integrations.sandbox_slots`). Env calls run in threads. The sandbox is closed and the slot
-freed on every path (done, cut by the token budget, error, cancellation), after any env call still running in
-its thread. Errors (model server, sandbox start) propagate after cleanup, so verl marks the group failed rather
-than training on a made-up reward.
+(:mod:`graph_planner.sandbox.slots`, the cap every runner's sandbox takes in ``build_env``): the loop waits for
+its slot without blocking a thread and hands it to the sandbox. Env calls run in threads. The sandbox is closed
+and the slot freed on every path (done, cut by the token budget, error, cancellation), after any env call still
+running in its thread. Errors (model server, sandbox start) propagate after cleanup, so verl marks the group
+failed rather than training on a made-up reward.
 
 Telemetry: every finished episode is appended to ``<run dir>/verl/episodes.jsonl`` with the step it was generated
 for; the job's entry process turns them into the seed metric names (:mod:`graph_planner.training.verl.telemetry`).
@@ -43,7 +44,7 @@ from verl.utils.rollout_trace import rollout_trace_op
 
 from graph_planner.data.record import TaskRecord
 from graph_planner.data.registry import AGENT_NAME as ROW_AGENT_NAME
-from graph_planner.env.assembly import build_env
+from graph_planner.env.assembly import build_env, sandbox_slots
 from graph_planner.env.planner_env import PlannerEnv, StepResult
 from graph_planner.episode.summary import EpisodeSummary
 from graph_planner.episode.wire import system_prompt
@@ -53,7 +54,7 @@ from graph_planner.integrations.episode_setup import (
     row_dict,
     task_from_row,
 )
-from graph_planner.integrations.sandbox_slots import SandboxSlot, SandboxSlots
+from graph_planner.sandbox.slots import SandboxSlot, SandboxSlots
 from graph_planner.training.verl.config import AGENT_LOOP_NAME
 from graph_planner.training.verl.telemetry import EPISODES_FILE, record_episode, telemetry_dir
 
@@ -142,7 +143,7 @@ class GraphPlannerAgentLoop(AgentLoopBase):
                 "write_agent_loop_config")
         self.run_config = load_run_config_file(run_config_path)
         self.response_length = int(self.rollout_config.response_length)
-        self.slots = SandboxSlots.for_run(self.run_config.run_name, self.run_config.parallel.workflow_parallel)
+        self.slots = sandbox_slots(self.run_config)
         self.run_id = f"verl-{self.run_config.run_name}"
 
     @rollout_trace_op
@@ -164,7 +165,7 @@ class GraphPlannerAgentLoop(AgentLoopBase):
                        sampling_params: dict[str, Any], group: Any = None) -> AgentLoopOutput:
         config = self.run_config
         started = time.perf_counter()
-        first_obs, _ = await box.open(lambda: build_env(task, config, dataset_dir, self.run_id))
+        first_obs, _ = await box.open(lambda: build_env(task, config, dataset_dir, self.run_id, slot=box.slot))
         env_s = time.perf_counter() - started
         env = box.env
         assert env is not None

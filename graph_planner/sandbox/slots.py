@@ -1,7 +1,9 @@
-"""A cap on sandboxes open at once on one node, shared by every process of a run on that node.
+"""A cap on sandboxes open at once on one node (``parallel.workflow_parallel``), shared by every process of a run
+on that node and taken by every runner: :func:`graph_planner.env.assembly.build_env` gives each sandbox it makes
+the run's slots, and the sandbox holds one from ``start()`` to ``close()``.
 
-verl runs each AgentLoopWorker as its own Ray actor process and caps nothing itself, so an in-process semaphore
-would cap one worker, not the node. A slot is one of ``size`` lock files in a node-local directory, held with
+verl runs each AgentLoopWorker as its own Ray actor process, so an in-process semaphore would cap one worker, not
+the node. A slot is one of ``size`` lock files in a node-local directory named after the run directory, held with
 ``flock``: processes coordinate through the kernel, and a worker that dies (OOM, SIGKILL) frees its slots with
 its file descriptors. Waiting polls with back-off and holds nothing, so cancelling a waiting episode cannot
 leak a slot.
@@ -11,11 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import hashlib
 import os
 import random
 import re
 import tempfile
 import threading
+import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import ClassVar
@@ -65,10 +70,12 @@ class SandboxSlots:
         self.executor = ThreadPoolExecutor(max_workers=size + 2, thread_name_prefix="gp-sandbox")
 
     @classmethod
-    def for_run(cls, run_name: str, size: int, root: str | Path | None = None) -> SandboxSlots:
-        """The process-wide pool of one run (every episode of the process shares it; other processes of the
-        run on this node share its lock files)."""
-        directory = Path(root or DEFAULT_ROOT) / (_UNSAFE.sub("_", run_name) or "run")
+    def for_run(cls, run_dir: str | Path, size: int, root: str | Path | None = None) -> SandboxSlots:
+        """The process-wide pool of the run in ``run_dir`` (every episode of the process shares it; other
+        processes of the run on this node share its lock files: they name the same absolute run directory)."""
+        run_dir = Path(run_dir).resolve()
+        digest = hashlib.sha256(str(run_dir).encode()).hexdigest()[:12]
+        directory = Path(root or DEFAULT_ROOT) / f"{_UNSAFE.sub('_', run_dir.name) or 'run'}-{digest}"
         key = (str(directory), size)
         with cls._pools_lock:
             pool = cls._pools.get(key)
@@ -96,15 +103,31 @@ class SandboxSlots:
             return SandboxSlot(index, fd)
         return None
 
-    async def acquire(self) -> SandboxSlot:
-        """Wait (without blocking the event loop) until a slot is free, and take it."""
+    def _pauses(self) -> Iterator[float]:
+        """Seconds between tries: doubling from ``poll_s`` up to ``max_poll_s``, jittered so waiting processes
+        do not retry in lockstep."""
         delay = self.poll_s
         while True:
+            yield delay * (0.5 + random.random())
+            delay = min(delay * 2, self.max_poll_s)
+
+    async def acquire(self) -> SandboxSlot:
+        """Wait (without blocking the event loop) until a slot is free, and take it."""
+        for pause in self._pauses():
             slot = self.try_acquire()
             if slot is not None:
                 return slot
-            await asyncio.sleep(delay * (0.5 + random.random()))
-            delay = min(delay * 2, self.max_poll_s)
+            await asyncio.sleep(pause)
+        raise AssertionError("unreachable")  # _pauses never ends
+
+    def acquire_blocking(self) -> SandboxSlot:
+        """Wait in this thread until a slot is free, and take it (the sandbox's own ``start()``)."""
+        for pause in self._pauses():
+            slot = self.try_acquire()
+            if slot is not None:
+                return slot
+            time.sleep(pause)
+        raise AssertionError("unreachable")  # _pauses never ends
 
     def held_count(self) -> int:
         """Slots held right now by any process (a probe: for tests and metrics, not for decisions)."""
