@@ -30,7 +30,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from graph_planner.config.loader import load_run_config  # noqa: E402  (after the sys.path line)
-from graph_planner.config.paths import run_paths  # noqa: E402  (after the sys.path line)
 from graph_planner.telemetry.trackers import read_step_metrics  # noqa: E402  (after the sys.path line)
 
 CONFIG = ROOT / "configs" / "experiments" / "local_verl.yaml"
@@ -57,34 +56,32 @@ def prepare(out_dir: Path, steps: int) -> None:
 
 
 def run_local(out_dir: Path, steps: int) -> dict[str, object]:
-    from graph_planner.training.local.run import train_local
+    from graph_planner.training.api import train
 
     config = load_run_config(CONFIG, overrides(out_dir, "local", steps), write=True)
     started = time.monotonic()
-    result = train_local(config)
+    outcome = train(config)
     wall = time.monotonic() - started
-    times = step_series(run_paths(config).run_dir / "metrics.jsonl", "step_time_s")
-    return {"steps": result.step, "step_s": [round(t, 3) for t in times],
+    if not outcome.ok:
+        raise SystemExit(f"local training failed: {outcome.message}")
+    times = step_series(outcome.run_dir / "metrics.jsonl", "step_time_s")
+    return {"steps": outcome.steps_done, "step_s": [round(t, 3) for t in times],
             "step_s_mean": round(statistics.fmean(times), 3), "wall_s": round(wall, 1)}
 
 
 def run_verl(out_dir: Path, steps: int) -> dict[str, object]:
-    from graph_planner.config.paths import run_paths as paths_of
-    from graph_planner.training.ray.job import run_training_job, write_job_config
-    from graph_planner.training.verl.config import default_data_paths
+    from graph_planner.training.api import train
 
     config = load_run_config(CONFIG, overrides(out_dir, "verl", steps), write=True)
-    data = default_data_paths(config)
-    args = ["--config-file", str(write_job_config(config)), "--train-files", str(Path(data.train).resolve()),
-            "--val-files", str(Path(data.val).resolve())]
     started = time.monotonic()
-    outcome = run_training_job(config, args, sink=lambda _line: None)
+    outcome = train(config)  # the registered train/val parquet of prepare(), as `gp train` gives them
     wall = time.monotonic() - started
-    if outcome.code != 0:
+    if not outcome.ok:
         raise SystemExit(f"verl job failed: {outcome.message}")
-    times = step_series(paths_of(config).run_dir / "metrics.jsonl", "timing_s/step")
-    gen = step_series(paths_of(config).run_dir / "metrics.jsonl", "timing_s/gen")
-    update = step_series(paths_of(config).run_dir / "metrics.jsonl", "timing_s/update_actor")
+    metrics = outcome.run_dir / "metrics.jsonl"
+    times = step_series(metrics, "timing_s/step")
+    gen = step_series(metrics, "timing_s/gen")
+    update = step_series(metrics, "timing_s/update_actor")
     return {"steps": len(times), "job_id": outcome.job_id, "step_s": [round(t, 3) for t in times],
             "step_s_mean": round(statistics.fmean(times), 3), "gen_s_mean": round(statistics.fmean(gen), 3),
             "update_actor_s_mean": round(statistics.fmean(update), 3), "wall_s": round(wall, 1),

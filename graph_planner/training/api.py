@@ -53,6 +53,7 @@ class TrainOutcome:
     job_id: str | None = None  # verl: the Ray job
     job_log: str | None = None  # verl: the job driver's log, kept in <run dir>/verl when the head was local
     tracking: dict[str, str] | None = None  # W&B URL or offline dir, when W&B ran (local engine)
+    head_start_s: float = 0.0  # verl: seconds the private local head took to answer (0: a user's cluster)
 
     @property
     def ok(self) -> bool:
@@ -266,7 +267,7 @@ def _train_verl(config: RunConfig, run_dir: Path, data, dry_run: bool, on_step: 
 
     job = run_training_job(config, args, dry_run=dry_run, sink=sink, submit=submit or submit_job)
     outcome = TrainOutcome("verl", job.code, run_dir, job.message, dry_run, steps[0], job_id=job.job_id,
-                           job_log=job.log_path, metrics_path=_metrics_path(run_dir))
+                           job_log=job.log_path, metrics_path=_metrics_path(run_dir), head_start_s=job.head_start_s)
     if job.code != EXIT_SUCCEEDED:
         outcome.message = job.message or f"Ray job {job.job_id} did not succeed"
     elif not dry_run:
