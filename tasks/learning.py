@@ -43,7 +43,7 @@ def learning_report(config_file: str, warm_start: str, checkpoint: str) -> str:
     if warm_start:
         stages["sft"] = warm_start
     stages["grpo"] = checkpoint
-    splits = {"train": str(training_data_path(config))}
+    splits = {"train": str(training_data_path(config.paths))}
     val = Path(config.paths.dataset_val or Path(config.paths.data_dir) / "val.jsonl")
     if val.exists():
         splits["val"] = str(val)

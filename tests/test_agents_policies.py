@@ -60,7 +60,7 @@ def sandbox_env(tmp_path_factory):
     config = RunConfig.model_validate({"env": {"format_penalty": 0.1}})
     box = make_sandbox(task, config, None, "test-agents-policies")
     box.start()
-    env = PlannerEnv(task, box, config, synthesizer=NoSynthesizer(),
+    env = PlannerEnv(task, box, config.env, synthesizer=NoSynthesizer(),
                      graph_cache=GraphCache(tmp_path_factory.mktemp("graphs")))
     yield task, env
     box.close()

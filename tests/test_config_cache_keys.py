@@ -80,6 +80,6 @@ def test_sandbox_backend_precedence_is_cli_then_task_then_config():
 
 def test_step_budget_is_cli_then_task_cap_over_config():
     task = sample_task("graphplanner-samples__textkit-11").model_copy(update={"max_steps": 5})
-    assert step_budget(task, RunConfig.model_validate({"env": {"max_steps": 8}})) == 5  # the task caps
-    assert step_budget(task, RunConfig.model_validate({"env": {"max_steps": 3}})) == 3  # the run's budget
-    assert step_budget(task, RunConfig(), explicit=12) == 12  # --max-steps wins
+    assert step_budget(task, 8) == 5  # the task caps
+    assert step_budget(task, 3) == 3  # the run's budget
+    assert step_budget(task, RunConfig().env.max_steps, explicit=12) == 12  # --max-steps wins

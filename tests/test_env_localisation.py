@@ -66,7 +66,7 @@ def _episode(task_id: str, tmp_path, **env) -> Trajectory:
     config = RunConfig.model_validate({"backends": {"cgm_backend": "oracle"}, "env": {"max_steps": 8, **env},
                                        "paths": {"cache_dir": str(tmp_path)}})
     with make_sandbox(task, config, None, "test-loc") as sandbox:
-        env_ = PlannerEnv(task, sandbox, config, synthesizer=make_synthesizer(config, task),
+        env_ = PlannerEnv(task, sandbox, config.env, synthesizer=make_synthesizer(config, task),
                           graph_cache=GraphCache(tmp_path / "graphs"))
         return run_episode(task, env_, RulePolicy())
 
@@ -108,7 +108,7 @@ def test_recall_and_precision_count_containing_nodes(tmp_path):
     task = sample_task(FOUND)
     config = RunConfig.model_validate({"paths": {"cache_dir": str(tmp_path)}})
     with make_sandbox(task, config, None, "test-loc") as sandbox:
-        env = PlannerEnv(task, sandbox, config, NoSynthesizer(), graph_cache=GraphCache(tmp_path / "graphs"))
+        env = PlannerEnv(task, sandbox, config.env, NoSynthesizer(), graph_cache=GraphCache(tmp_path / "graphs"))
         env.reset()
         graph = env.graph
     gold = gold_nodes(graph, task.gold_patch)

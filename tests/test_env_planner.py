@@ -68,7 +68,7 @@ def make_env(task, sandbox, graph_cache):
 
     def _make(synthesizer=None, **env_settings) -> PlannerEnv:
         config = RunConfig.model_validate({"env": env_settings})
-        return PlannerEnv(task, sandbox, config, synthesizer=synthesizer or NoSynthesizer(), graph_cache=graph_cache)
+        return PlannerEnv(task, sandbox, config.env, synthesizer=synthesizer or NoSynthesizer(), graph_cache=graph_cache)
 
     return _make
 

@@ -47,7 +47,7 @@ def test_trajectory_replays_to_the_same_observations(gold_run, tmp_path):
     task = sample_task(TASK_ID)
     config = RunConfig()
     with make_sandbox(task, config, None, "test-replay") as sandbox:
-        env = PlannerEnv(task, sandbox, config, synthesizer=NoSynthesizer(), graph_cache=GraphCache(tmp_path))
+        env = PlannerEnv(task, sandbox, config.env, synthesizer=NoSynthesizer(), graph_cache=GraphCache(tmp_path))
         result = replay(report.trajectory, env)
         assert result.ok, result.mismatches[:1]
         assert result.steps == report.steps

@@ -88,7 +88,7 @@ def make_env(task, sandbox, graph_cache):
         config = RunConfig.model_validate({"env": env_settings})
         box = TamperingSandbox(sandbox)
         box.tamper = tamper
-        return PlannerEnv(task, box, config, synthesizer=synthesizer or NoSynthesizer(), graph_cache=graph_cache)
+        return PlannerEnv(task, box, config.env, synthesizer=synthesizer or NoSynthesizer(), graph_cache=graph_cache)
 
     return _make
 
@@ -227,7 +227,7 @@ def test_a_real_forgery_is_graded_tampered_end_to_end_by_the_env_and_gp_grade(ta
     from graph_planner.validation.grade import grade_patch
 
     sandbox.restore(sandbox.base_tree)
-    env = PlannerEnv(task, sandbox, RunConfig(), synthesizer=NoSynthesizer(), graph_cache=graph_cache)
+    env = PlannerEnv(task, sandbox, RunConfig().env, synthesizer=NoSynthesizer(), graph_cache=graph_cache)
     env.reset()
     init = sandbox.read_file("textkit/__init__.py")
     sandbox.write_file("textkit/__init__.py", init + "\n" + RUNTEST_REPLACED)

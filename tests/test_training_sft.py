@@ -40,7 +40,7 @@ def _config(tmp_path: Path, **sft) -> RunConfig:
 def _play(task_id: str, config: RunConfig, policy, tmp_path: Path):
     task = sample_task(task_id)
     with make_sandbox(task, config, None, "test-sft") as sandbox:
-        env = PlannerEnv(task, sandbox, config, make_synthesizer(config, task),
+        env = PlannerEnv(task, sandbox, config.env, make_synthesizer(config, task),
                          graph_cache=GraphCache(tmp_path / "graphs"))
         return run_episode(task, env, policy)
 

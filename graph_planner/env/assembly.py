@@ -57,10 +57,11 @@ def build_env(task: TaskRecord, config: RunConfig, dataset_dir: str | Path | Non
     return PlannerEnv(
         task,
         sandbox,
-        config,
+        config.env,
         synthesizer if synthesizer is not None else make_synthesizer(config, task),
         graph_cache=cache if cache is not None else graph_cache(config),
         max_steps=max_steps,
+        grade_in_fresh_sandbox=config.sandbox.grade_in_fresh_sandbox,
     )
 
 

@@ -21,7 +21,7 @@ from graph_planner.codegraph import (
     read,
     to_cgm_payload,
 )
-from graph_planner.config.schema import RunConfig
+from graph_planner.config.schema import EnvConfig
 from graph_planner.data.record import TaskRecord
 from graph_planner.env.localisation import LocalisationTracker
 from graph_planner.env.memory import Memory, unknown_node_reason
@@ -118,30 +118,33 @@ class EpisodeStats:
         }
 
 
-def step_budget(task: TaskRecord, config: RunConfig, explicit: int | None = None) -> int:
+def step_budget(task: TaskRecord, run_max_steps: int, explicit: int | None = None) -> int:
     """Planner steps of one episode: ``explicit`` (the CLI's --max-steps) when given, else the run's
-    ``env.max_steps`` but never more than the task's own cap (``TaskRecord.max_steps``)."""
-    return explicit or min(config.env.max_steps, task.max_steps)
+    ``env.max_steps`` (``run_max_steps``) but never more than the task's own cap (``TaskRecord.max_steps``)."""
+    return explicit or min(run_max_steps, task.max_steps)
 
 
 class PlannerEnv:
     """``reset() -> (text, obs)``; ``step(action | raw model output) -> StepResult``."""
 
-    def __init__(self, task: TaskRecord, sandbox: Sandbox, config: RunConfig, synthesizer: PatchSynthesizer,
-                 graph_cache: GraphCache | None = None, max_steps: int | None = None) -> None:
-        """Built by :func:`graph_planner.env.assembly.build_env` (tests and benchmarks may build one directly)."""
+    def __init__(self, task: TaskRecord, sandbox: Sandbox, env_config: EnvConfig, synthesizer: PatchSynthesizer,
+                 graph_cache: GraphCache | None = None, max_steps: int | None = None, *,
+                 grade_in_fresh_sandbox: bool = True) -> None:
+        """Built by :func:`graph_planner.env.assembly.build_env` (tests and benchmarks may build one directly).
+        The env reads its own config section and one sandbox setting (``sandbox.grade_in_fresh_sandbox``), not
+        the whole run config."""
         self.task = task
         self.sandbox = sandbox
-        self.config = config
-        self.env_config = config.env
+        self.env_config = env_config
+        self.grade_in_fresh_sandbox = grade_in_fresh_sandbox
         self.synthesizer = synthesizer
         self.graph_cache = graph_cache
-        self.max_steps = step_budget(task, config, max_steps)
+        self.max_steps = step_budget(task, env_config.max_steps, max_steps)
         self.graph: CodeGraph | None = None
-        self.memory = Memory(config.env.working_max_nodes, config.env.memory_max_nodes)
+        self.memory = Memory(env_config.working_max_nodes, env_config.memory_max_nodes)
         self.test_runs: list[dict[str, Any]] = []
         self.stats = EpisodeStats()
-        self.repair = RepairCycle(task, sandbox, self.synthesizer, config.env, self._log_test_run)
+        self.repair = RepairCycle(task, sandbox, self.synthesizer, env_config, self._log_test_run)
         self.step_count = 0
         self.last_repair: dict[str, Any] | None = None
         self.done = True
@@ -421,7 +424,7 @@ class PlannerEnv:
             if not diff.strip():
                 ran_tests = False  # the base tree: unresolved by definition, like the SWE-bench harness's empty patch
                 report = TestReport(resolved=False, mode=self.task.grading_mode, error=EMPTY_PATCH)
-            elif self.config.sandbox.grade_in_fresh_sandbox and callable(grade_fresh):
+            elif self.grade_in_fresh_sandbox and callable(grade_fresh):
                 report = grade_fresh(diff)
             else:
                 report = self.sandbox.run_tests()

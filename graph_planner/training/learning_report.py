@@ -57,9 +57,7 @@ def play(config: RunConfig, model_dir: str, dataset: str, episodes_per_task: int
     model.eval()
     t = config.training
     handle = PolicyHandle(model, tokenizer, t.max_prompt_length, t.max_response_length)
-    played = config.model_copy(deep=True)
-    played.paths.dataset_train = dataset
-    tasks, rollout_fn = make_env_rollout(played)
+    tasks, rollout_fn = make_env_rollout(config, dataset)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.experiment.seed)
         trajectories = rollout_fn(handle, tasks, episodes_per_task)

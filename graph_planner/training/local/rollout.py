@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from graph_planner.config.schema import RunConfig
+from graph_planner.config.schema import PathsConfig, RunConfig
 from graph_planner.data.record import TaskRecord
 from graph_planner.episode.turns import Trajectory
 from graph_planner.termination import leave_pool
@@ -23,19 +23,19 @@ from graph_planner.termination import leave_pool
 log = logging.getLogger(__name__)
 
 
-def training_data_path(config: RunConfig) -> Path:
+def training_data_path(paths: PathsConfig) -> Path:
     """``paths.dataset_train``, default ``<paths.data_dir>/train.jsonl``."""
-    return Path(config.paths.dataset_train or Path(config.paths.data_dir) / "train.jsonl")
+    return Path(paths.dataset_train or Path(paths.data_dir) / "train.jsonl")
 
 
-def load_training_tasks(config: RunConfig) -> tuple[list[TaskRecord], Path]:
-    """Training tasks from ``paths.dataset_train`` (default ``<paths.data_dir>/train.jsonl``)."""
+def load_training_tasks(path: str | Path, origin: str = "paths.dataset_train") -> tuple[list[TaskRecord], Path]:
+    """The tasks of one prepared split file (or dir) and the directory their ``repo_path`` is relative to;
+    ``origin`` names where ``path`` came from, for the error when it is missing."""
     from graph_planner.data.io import read_task_records
 
-    path = training_data_path(config)
+    path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"training data not found: {path} (run `gp data prepare` or set "
-                                f"paths.dataset_train)")
+        raise FileNotFoundError(f"task data not found: {path} (run `gp data prepare` or fix {origin})")
     tasks = read_task_records(path)
     if not tasks:
         raise ValueError(f"{path}: no tasks to train on")
@@ -74,8 +74,9 @@ def play_concurrently(play: Callable[[TaskRecord, Any], Trajectory], policy: Any
     return trajectories
 
 
-def make_env_rollout(config: RunConfig) -> tuple[list[TaskRecord], Any]:
-    """``(tasks, rollout_fn)`` for LocalGRPOTrainer: rollout_fn(policy, tasks, group_size) -> trajectories."""
+def make_env_rollout(config: RunConfig, dataset: str | Path | None = None) -> tuple[list[TaskRecord], Any]:
+    """``(tasks, rollout_fn)`` for LocalGRPOTrainer: rollout_fn(policy, tasks, group_size) -> trajectories. The
+    tasks are ``dataset``'s (the learning report plays each split), else the training set's."""
     from graph_planner.agents.factory import make_policy
     from graph_planner.env.assembly import graph_cache, open_env
     from graph_planner.env.episode import run_episode
@@ -86,7 +87,8 @@ def make_env_rollout(config: RunConfig) -> tuple[list[TaskRecord], Any]:
                          f"{config.experiment.agent!r} / backends.planner_backend="
                          f"{config.backends.planner_backend!r} select a policy without one: use experiment.agent="
                          "planner with planner_backend toy or hf")
-    tasks, dataset_dir = load_training_tasks(config)
+    tasks, dataset_dir = (load_training_tasks(dataset, "the dataset played") if dataset is not None
+                          else load_training_tasks(training_data_path(config.paths)))
     cache = graph_cache(config)
     run_id = f"train-{config.run_name}-{uuid.uuid4().hex[:6]}"
 

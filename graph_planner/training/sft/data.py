@@ -133,10 +133,10 @@ def rule_trajectories(config: RunConfig) -> Iterable[list[dict[str, Any]]]:
     from graph_planner.env.assembly import graph_cache, open_env
     from graph_planner.env.episode import run_episode
     from graph_planner.env.replay import trajectory_lines
-    from graph_planner.training.local.rollout import load_training_tasks, rollout_concurrency
+    from graph_planner.training.local.rollout import load_training_tasks, rollout_concurrency, training_data_path
 
     sft = config.training.sft
-    tasks, dataset_dir = load_training_tasks(config)
+    tasks, dataset_dir = load_training_tasks(training_data_path(config.paths))
     cache = graph_cache(config)
     run_id = f"sft-{config.run_name}"
 
