@@ -193,6 +193,19 @@ def _patch_process_group() -> None:
     engine_workers.initialize_global_process_group_ray = initialize_gloo  # the name the workers call
 
 
+def _patch_ref_offload() -> None:
+    """verl's FSDP2 engine wraps a forward-only model (the reference policy of ``use_kl_loss``) in
+    ``CPUOffloadPolicy(pin_memory=True)``; pinning host memory needs an accelerator ("Cannot access accelerator
+    device when none is available"). On CPU the parameters live in host memory anyway: the same policy, unpinned."""
+    from torch.distributed.fsdp import CPUOffloadPolicy
+    from verl.workers.engine.fsdp import transformer_impl
+
+    def unpinned(pin_memory: bool = True) -> CPUOffloadPolicy:
+        return CPUOffloadPolicy(pin_memory=False)
+
+    transformer_impl.CPUOffloadPolicy = unpinned  # the name _build_fsdp_module calls
+
+
 def _register_engines() -> None:
     """The FSDP engine classes (registered by verl for cuda/npu only) for ``cpu`` as well."""
     from verl.workers.engine.base import EngineRegistry
@@ -413,6 +426,7 @@ def install() -> bool:
     _register_engines()
     _register_rollout()
     _patch_process_group()
+    _patch_ref_offload()
     return True
 
 

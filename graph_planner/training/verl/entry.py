@@ -136,7 +136,12 @@ def run(config: RunConfig, config_path: str, data: VerlDataPaths, agent_loop: st
     agent_loop_yaml(run_dir, agent_loop, config_path)
     if config.paths.planner_model == "toy":
         config.paths.planner_model = resolve_model_path("toy", config.paths.cache_dir)
-        overrides = build_verl_overrides(config, data, run_dir, loop_yaml, platform_overrides(cpu))
+    if config.training.attention_window:  # actor, reference and rollout all load this dir
+        from graph_planner.training.verl.attention_window import windowed_model_dir
+
+        config.paths.planner_model = str(windowed_model_dir(
+            config.paths.planner_model, config.training.attention_window, run_dir / "verl" / "windowed_model"))
+    overrides = build_verl_overrides(config, data, run_dir, loop_yaml, platform_overrides(cpu))
     return run_main_ppo(config, run_dir, overrides)
 
 
