@@ -10,13 +10,12 @@ from graph_planner.agents.rule_policy import RulePolicy
 from graph_planner.codegraph import GraphCache
 from graph_planner.config.loader import load_run_config
 from graph_planner.config.schema import RunConfig, TelemetryConfig
+from graph_planner.env.assembly import open_env
 from graph_planner.env.episode import run_episode
 from graph_planner.env.planner_env import PlannerEnv
 from graph_planner.env.samples import sample_task
 from graph_planner.episode.summary import EpisodeSummary
 from graph_planner.episode.turns import Trajectory
-from graph_planner.models.synthesizers import make_synthesizer
-from graph_planner.sandbox.factory import make_sandbox
 from graph_planner.telemetry.metrics import episode_metrics, reward_metrics
 from graph_planner.training.verl.telemetry import EPISODES_FILE, VerlTelemetryBridge, record_episode
 
@@ -26,15 +25,13 @@ MISSED = "graphplanner-samples__invcalc-13"  # the rule policy commits other cod
 
 def _config(tmp_path, **env) -> RunConfig:
     return RunConfig.model_validate({"backends": {"cgm_backend": "oracle"}, "env": {"max_steps": 8, **env},
-                                     "paths": {"cache_dir": str(tmp_path)}})
+                                     "paths": {"cache_dir": str(tmp_path)},
+                                     "logging": {"output_dir": str(tmp_path / "runs")}})
 
 
 def _episode(task_id: str, tmp_path) -> tuple[Trajectory, PlannerEnv]:
     task = sample_task(task_id)
-    config = _config(tmp_path)
-    with make_sandbox(task, config, None, "test-summary") as sandbox:
-        env = PlannerEnv(task, sandbox, config, synthesizer=make_synthesizer(config, task),
-                         graph_cache=GraphCache(tmp_path / "graphs"))
+    with open_env(task, _config(tmp_path), None, "test-summary", cache=GraphCache(tmp_path / "graphs")) as env:
         return run_episode(task, env, RulePolicy()), env
 
 
@@ -110,8 +107,7 @@ def test_summary_round_trips_and_names_a_bad_field():
 def test_cut_short_ends_the_episode_charged_like_the_env_limits(tmp_path):
     task = sample_task(FOUND)
     config = _config(tmp_path, step_penalty=0.01, timeout_penalty=0.2, failure_penalty=0.3)
-    with make_sandbox(task, config, None, "test-summary") as sandbox:
-        env = PlannerEnv(task, sandbox, config, synthesizer=make_synthesizer(config, task))
+    with open_env(task, config, None, "test-summary") as env:
         env.reset()
         step = env.step({"name": "note", "arguments": {"text": "looking"}}, response_clipped=True)
         assert not step.done and env.summary is None

@@ -39,9 +39,14 @@ def test_eval_writes_predictions_results_report_and_plots(tmp_path, prepared):
     run_dir = outcome.run_dir
     preds = [json.loads(line) for line in (run_dir / "predictions.jsonl").read_text().splitlines()]
     assert {p["instance_id"] for p in preds} == {r.instance_id for r in outcome.results if r.label == "policy"}
-    # SWE-bench's three keys (the harness reads only those) and our verdict beside them
-    assert all(set(p) == {"instance_id", "model_name_or_path", "model_patch", "verdict"} for p in preds)
+    # SWE-bench's three keys (the harness reads only those) and our verdict and kept test output beside them
+    assert all(set(p) == {"instance_id", "model_name_or_path", "model_patch", "verdict", "test_output"}
+               for p in preds)
     assert all(p["verdict"] == "resolved" for p in preds)
+    for p in preds:  # each instance keeps its final test run's output, as the harness keeps test_output.txt
+        kept = (run_dir / p["test_output"]).read_text()
+        assert p["test_output"].endswith("/test_output.txt") and kept.startswith("verdict: resolved")
+        assert " PASSED " in kept or "PASSED " in kept
     assert all(p["model_patch"].startswith("diff --git") for p in preds)
     rows = ResultsStore(run_dir / "results.jsonl").load("policy")
     assert len(rows) == 2 and all(r.resolved and r.category == "resolved" for r in rows)

@@ -12,6 +12,20 @@ from graph_planner.env.memory import Memory
 
 OUTLINE_LIMIT = 40
 _ISSUE_CHARS = 4000
+#: Characters per token of the observation budget (the rule env.synthesis_token_budget uses too).
+CHARS_PER_TOKEN = 4
+
+
+def clip_middle(text: str, limit: int) -> str:
+    """``text`` within ``limit`` characters: its head and tail around a marker saying how much was cut (verl's
+    tool agent loop cuts a long tool response the same way, ``tool_response_truncate_side=middle``)."""
+    if len(text) <= limit:
+        return text
+    template = "\n... [{} characters cut from the middle of this result] ...\n"
+    keep = max(limit - len(template.format("9" * len(str(len(text))))), 0)
+    marker = template.format(len(text) - keep)
+    head = keep // 2
+    return text[:head] + marker + text[len(text) - (keep - head):]
 
 
 def node_summary(node: Node, **extra: Any) -> dict[str, Any]:
@@ -107,8 +121,11 @@ def render(
     task: TaskRecord, memory: Memory, step: int, max_steps: int, *, last_action: dict[str, Any] | None = None,
     result: dict[str, Any] | None = None, error: str | None = None, warnings: list[str] | None = None,
     outline_nodes: list[dict[str, Any]] | None = None, last_repair: dict[str, Any] | None = None,
+    result_token_budget: int | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """Build (text, dict). ``outline_nodes`` is given on reset; ``last_action``/``result`` after a step."""
+    """Build (text, dict). ``outline_nodes`` is given on reset; ``last_action``/``result`` after a step.
+    ``result_token_budget`` (``env.observation_token_budget``) caps the text of the error and result; the memory
+    and step lines after it are always shown."""
     steps_left = max(0, max_steps - step)
     obs: dict[str, Any] = {
         "task_id": task.task_id, "repo": task.repo, "step": step, "max_steps": max_steps, "steps_left": steps_left,
@@ -128,10 +145,15 @@ def render(
         lines.append(obs["issue"]["text"])
     else:
         lines.append(f"[step {step}/{max_steps}]")
+        body: list[str] = []
         if error:
-            lines.append(f"error: {error}")
+            body.append(f"error: {error}")
         if result is not None and last_action is not None:
-            lines += _render_result(last_action["name"], result)
+            body += _render_result(last_action["name"], result)
+        if body:
+            text = "\n".join(body)
+            lines.append(text if result_token_budget is None else
+                         clip_middle(text, result_token_budget * CHARS_PER_TOKEN))
     lines += [f"warning: {w}" for w in obs["warnings"]]
     mem = obs["memory"]
     lines.append("")

@@ -273,7 +273,7 @@ class PlannerEnv:
                     warnings=warnings, repo_ops=self.repo_ops)
         text, obs = render(self.task, self.memory, self.step_count, self.max_steps,
                            last_action=info["action"], result=result, error=error, warnings=warnings,
-                           last_repair=self.last_repair)
+                           last_repair=self.last_repair, result_token_budget=cfg.observation_token_budget)
         reward = round(reward, 6)
         self.episode_return += reward
         if done:

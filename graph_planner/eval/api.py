@@ -144,7 +144,8 @@ def evaluate_dataset(config: RunConfig, dataset: str | Path | None = None, conso
         def results_iter(todo: list[TaskRecord]) -> Iterable[TaskResult]:
             return iter_ray(todo, config, str(dataset_dir), run_id)
     else:
-        episode_fn = build_episode_fn(config, dataset_dir, run_id, trajectories_dir=run_dir / "trajectories")
+        episode_fn = build_episode_fn(config, dataset_dir, run_id, trajectories_dir=run_dir / "trajectories",
+                                      eval_dir=run_dir)
 
         def results_iter(todo: list[TaskRecord]) -> Iterable[TaskResult]:
             return iter_local(todo, episode_fn, config.eval.batch_size)

@@ -10,6 +10,7 @@ from typing import Any
 
 from graph_planner.config.schema import RunConfig
 from graph_planner.data.record import TaskRecord
+from graph_planner.disk import atomic_write_text
 from graph_planner.episode.summary import EpisodeSummary
 from graph_planner.episode.turns import Trajectory
 from graph_planner.eval.results import OutcomeCategory, TaskResult
@@ -56,9 +57,25 @@ def result_from_trajectory(trajectory: Trajectory, seconds: float, test_output: 
     )
 
 
+#: Per-instance test output under the eval dir, as the SWE-bench harness keeps ``logs/.../<id>/test_output.txt``.
+TEST_OUTPUT = "logs/{safe_id}/test_output.txt"
+
+
+def write_test_output(eval_dir: Path, task: TaskRecord, summary: EpisodeSummary) -> str | None:
+    """Keep the final graded run's log of ``task`` under ``eval_dir``; returns its path relative to it (None
+    when the episode ran no graded test: nothing was submitted, or an empty patch)."""
+    if not summary.test_output:
+        return None
+    relative = TEST_OUTPUT.format(safe_id=task.safe_id)
+    atomic_write_text(eval_dir / relative, summary.test_output)
+    return relative
+
+
 def build_episode_fn(config: RunConfig, dataset_dir: str | Path | None, run_id: str,
-                     trajectories_dir: Path | None = None) -> Callable[[TaskRecord], TaskResult]:
-    """A thread-safe function running one task; the chat model is loaded once and shared under a lock."""
+                     trajectories_dir: Path | None = None,
+                     eval_dir: Path | None = None) -> Callable[[TaskRecord], TaskResult]:
+    """A thread-safe function running one task; the chat model is loaded once and shared under a lock.
+    ``eval_dir``: where each task's final test output is kept (:data:`TEST_OUTPUT`)."""
     from graph_planner.agents.factory import make_chat_model, make_policy
     from graph_planner.env.assembly import graph_cache, open_env
     from graph_planner.env.episode import run_episode
@@ -77,7 +94,8 @@ def build_episode_fn(config: RunConfig, dataset_dir: str | Path | None, run_id: 
             trajectory = run_episode(task, env, policy)
         if trajectories_dir is not None:
             write_trajectory_jsonl(trajectories_dir / f"{task.safe_id}.jsonl", trajectory)
-        return result_from_trajectory(trajectory, time.monotonic() - started)
+        test_output = write_test_output(eval_dir, task, trajectory.summary) if eval_dir is not None else None
+        return result_from_trajectory(trajectory, time.monotonic() - started, test_output)
 
     return episode
 

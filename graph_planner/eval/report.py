@@ -195,6 +195,11 @@ def render_markdown(summary: dict[str, Any], results: list[TaskResult], run_name
         lines += ["", "Tampered runs (a graded test run was forged from inside the test process; never resolved):",
                   ""] + [f"- {r.instance_id} ({r.label}): {'; '.join(r.tamper_evidence) or 'no evidence recorded'}"
                          for r in forged]
+    failed = [r for r in sorted(results, key=lambda r: (r.label, r.instance_id))
+              if r.test_output and r.verdict != "resolved"]
+    if failed:
+        lines += ["", "Test output of the final graded run (why a task was not resolved):", ""]
+        lines += [f"- {r.instance_id} ({r.label}): [{r.test_output}]({r.test_output})" for r in failed]
     lines += ["", "![resolved](resolved_rate.png) ![outcomes](outcomes.png) ![steps](steps_hist.png)", ""]
     return "\n".join(lines)
 
@@ -211,6 +216,7 @@ def write_report(run_dir: Path, results: list[TaskResult], total_tasks: int, run
     _plot_all(summary, results, run_dir, shown)
     summary["files"] = {name: name for name in ("predictions.jsonl", "results.jsonl", "report.md",
                                                 "resolved_rate.png", "outcomes.png", "steps_hist.png")}
+    summary["test_outputs"] = {r.instance_id: r.test_output for r in results if r.label == "policy" and r.test_output}
     atomic_write_text(run_dir / "report.json", json.dumps(summary, indent=2))
     atomic_write_text(run_dir / "report.md", render_markdown(summary, results, run_name))
     return summary

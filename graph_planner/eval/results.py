@@ -109,10 +109,11 @@ class ResultsStore:
 
 def write_predictions(path: Path, results: Iterable[TaskResult], model_name: str) -> int:
     """SWE-bench harness format: one {instance_id, model_name_or_path, model_patch} per line (atomic rewrite),
-    plus our ``verdict`` (the harness reads only its own keys)."""
+    plus our ``verdict`` and ``test_output`` (the kept test log, relative to the eval dir; the harness reads only
+    its own keys)."""
     rows = [
         {"instance_id": r.instance_id, "model_name_or_path": model_name, "model_patch": r.model_patch,
-         "verdict": r.verdict}
+         "verdict": r.verdict, "test_output": r.test_output}
         for r in results
         if r.label == "policy"
     ]
