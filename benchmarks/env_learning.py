@@ -6,6 +6,7 @@ the bundled training tasks, TRL SFTTrainer on the toy model), then local GRPO wi
 tests. Only the GRPO steps are in the curve: step 1 is the SFT model's own rollouts.
 
     .venv/bin/python benchmarks/env_learning.py [--seeds 0 1 2] [--steps 10] [--window 5] [--out-dir runs/benchmarks/env_learning]
+    .venv/bin/python benchmarks/env_learning.py --backend verl   # the same on verl (local_verl_learning.yaml, Ray job)
 
 Prints one JSON object: per seed the per-step ``reward/mean`` (and std, resolved rate, M recall, grad norm), the
 first-5 vs last-5 means and their difference (``rise``), parse error rate at the first and last GRPO step, wall
@@ -30,6 +31,8 @@ from graph_planner.env.samples import SAMPLE_DIR  # noqa: E402  (after the sys.p
 from graph_planner.training.learning_curve import run_learning  # noqa: E402  (after the sys.path line)
 
 CONFIG = ROOT / "configs" / "experiments" / "local_learning.yaml"
+#: ``--backend``: the learning config of each engine (same tasks, env, SFT and GRPO settings; only the engine differs)
+CONFIGS = {"local": CONFIG, "verl": ROOT / "configs" / "experiments" / "local_verl_learning.yaml"}
 
 
 def prepare(out_dir: Path) -> Path:
@@ -45,7 +48,8 @@ def prepare(out_dir: Path) -> Path:
     return data
 
 
-def seed_config(out_dir: Path, data: Path, seed: int, steps: int, extra: dict[str, object]):
+def seed_config(out_dir: Path, data: Path, seed: int, steps: int, extra: dict[str, object],
+                backend: str = "local"):
     shutil.rmtree(out_dir / "runs" / f"seed{seed}", ignore_errors=True)  # a named run refuses an earlier run's dir
     overrides: dict[str, object] = {
         "experiment.seed": seed, "experiment.run_name": f"seed{seed}", "logging.output_dir": str(out_dir / "runs"),
@@ -53,8 +57,10 @@ def seed_config(out_dir: Path, data: Path, seed: int, steps: int, extra: dict[st
         "paths.dataset_train": str(data / "r2e_gym" / "train.jsonl"), "paths.data_dir": str(data / "r2e_gym"),
         "training.total_steps": steps, "training.total_epochs": steps,
     }
+    if backend == "verl":  # the train API registers <data.output_dir> as parquet for the job
+        overrides["data.output_dir"] = str(data)
     overrides.update(extra)
-    return load_run_config(CONFIG, overrides)
+    return load_run_config(CONFIGS[backend], overrides)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,22 +68,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=10, help="GRPO steps per seed (the demo runs 10)")
     parser.add_argument("--window", type=int, default=5, help="first-N vs last-N steps")
-    parser.add_argument("--out-dir", default=str(ROOT / "runs" / "benchmarks" / "env_learning"))
+    parser.add_argument("--backend", choices=sorted(CONFIGS), default="local",
+                        help="GRPO engine: local (local_learning.yaml) or verl (local_verl_learning.yaml, a Ray job)")
+    parser.add_argument("--out-dir", default=None,
+                        help="default runs/benchmarks/env_learning (local) or env_learning_verl (verl)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="extra dotted override of local_learning.yaml, repeatable")
     args = parser.parse_args(argv)
     from graph_planner.config.loader import parse_set_override
 
-    out_dir = Path(args.out_dir)
+    out_dir = Path(args.out_dir or ROOT / "runs" / "benchmarks" / ("env_learning" if args.backend == "local"
+                                                                   else f"env_learning_{args.backend}"))
     extra = dict(parse_set_override(item) for item in args.overrides)
     data = prepare(out_dir)
     with contextlib.redirect_stdout(sys.stderr):  # TRL prints its loss dicts; stdout carries only the JSON
-        runs = [run_learning(seed_config(out_dir, data, seed, args.steps, extra), window=args.window)
+        runs = [run_learning(seed_config(out_dir, data, seed, args.steps, extra, args.backend), window=args.window)
                 for seed in args.seeds]
     rises = [r["rise"] for r in runs]
     result = {
         "benchmark": "env_learning",
-        "config": str(CONFIG.relative_to(ROOT)),
+        "backend": args.backend,
+        "config": str(CONFIGS[args.backend].relative_to(ROOT)),
         "overrides": {k: v for k, v in extra.items()},
         "steps": args.steps,
         "window": args.window,

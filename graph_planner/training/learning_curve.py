@@ -1,6 +1,7 @@
-"""One learning run on the real env, measured: the SFT warm start (when ``training.sft.enabled``), then local GRPO,
-recording every GRPO step's metrics. Used by ``benchmarks/env_learning.py`` (several seeds) and the CI
-learning-regression test (one short seed), so both measure the same thing the demo trains.
+"""One learning run on the real env, measured: the SFT warm start (when ``training.sft.enabled``), then GRPO on the
+configured engine (``training.backend``: local in this process, or verl as a Ray job on a private local head),
+recording every GRPO step's metrics. Used by ``benchmarks/env_learning.py`` (several seeds, either engine) and the
+CI learning-regression tests (one short seed), so both engines are measured the same way.
 
 The figures that matter for "does GRPO itself learn": per-step ``reward/mean`` of the GRPO phase only (the SFT
 model's first rollouts are step 1), the mean of its first and last ``window`` steps and their difference, and the
@@ -9,6 +10,7 @@ planner parse error rate at the first and last steps.
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 from pathlib import Path
@@ -25,9 +27,32 @@ def window_means(values: list[float], window: int) -> tuple[float, float]:
     return statistics.fmean(values[:w]), statistics.fmean(values[-w:])
 
 
+def logged_steps(metrics_file: Path) -> list[dict[str, float]]:
+    """The per-step rows of a run's ``metrics.jsonl`` that carry episode rewards, one per step (rows logged for
+    the same step merged), in step order: what the verl job's telemetry bridge wrote."""
+    by_step: dict[int, dict[str, float]] = {}
+    for line in metrics_file.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line) if line.strip() else {}
+        if row.get("kind") != "metrics" or row.get("step") is None:
+            continue
+        numbers = {k: float(v) for k, v in (row.get("metrics") or {}).items() if isinstance(v, (int, float))}
+        by_step.setdefault(int(row["step"]), {}).update(numbers)
+    return [{"step": step, **by_step[step]} for step in sorted(by_step) if "reward/mean" in by_step[step]]
+
+
+def train_verl_job(config: RunConfig) -> Path:
+    """verl GRPO through the one train API (``gp train``'s path: the prepared data registered when it is not yet,
+    the Ray job on a private local head, followed to the end); returns the run dir. Raises on failure."""
+    from graph_planner.training.api import train
+
+    outcome = train(config)
+    if not outcome.ok:
+        raise RuntimeError(outcome.message or f"verl job {outcome.job_id} failed (exit {outcome.exit_code})")
+    return outcome.run_dir
+
+
 def run_learning(config: RunConfig, window: int = 5) -> dict[str, Any]:
     """SFT (if enabled) then GRPO to ``training.total_steps``; return the curve and its summary figures."""
-    from graph_planner.training.local.run import train_local
     from graph_planner.training.sft.trainer import run_sft
 
     started = time.monotonic()
@@ -46,7 +71,13 @@ def run_learning(config: RunConfig, window: int = 5) -> dict[str, Any]:
         steps.append({"step": step, **{k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}})
 
     grpo_started = time.monotonic()
-    outcome = train_local(config, on_step=on_step)
+    if config.training.backend == "verl":
+        run_dir = train_verl_job(config)
+        steps = logged_steps(run_dir / "metrics.jsonl")
+    else:
+        from graph_planner.training.local.run import train_local
+
+        run_dir = train_local(config, on_step=on_step).run_dir
     grpo_seconds = time.monotonic() - grpo_started
     rewards = [s.get("reward/mean", 0.0) for s in steps]
     first, last = window_means(rewards, window)
@@ -58,7 +89,7 @@ def run_learning(config: RunConfig, window: int = 5) -> dict[str, Any]:
         "reward_std": [round(s.get("reward/std", 0.0), 4) for s in steps],
         "resolved_rate": [round(s.get("reward/resolved_rate", s.get("patch_success_rate", 0.0)), 4) for s in steps],
         "loc_m_recall": [round(s.get("loc/m_recall", 0.0), 4) for s in steps],
-        "grad_norm": [round(s.get("grad_norm", 0.0), 4) for s in steps],
+        "grad_norm": [round(s.get("grad_norm", s.get("actor/grad_norm", 0.0)), 4) for s in steps],
         "advantage_abs_mean": [round(s.get("advantage/abs_mean", 0.0), 4) for s in steps],
         "window": window,
         "first_mean": round(first, 4),
@@ -70,5 +101,6 @@ def run_learning(config: RunConfig, window: int = 5) -> dict[str, Any]:
         "sft_seconds": round(sft_seconds, 2),
         "grpo_seconds": round(grpo_seconds, 2),
         "wall_seconds": round(time.monotonic() - started, 2),
-        "run_dir": str(Path(outcome.run_dir)),
+        "backend": config.training.backend,
+        "run_dir": str(Path(run_dir)),
     }

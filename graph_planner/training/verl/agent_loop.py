@@ -31,8 +31,10 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import hashlib
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -126,6 +128,18 @@ def _clipped(reward: float, clip: float | None) -> float:
     return reward if clip is None else max(-clip, min(clip, reward))
 
 
+#: Episodes of each task this worker process has started. The k-th of a task samples with seeds derived from (run
+#: seed, task, k), so a run draws the same episodes whatever order the concurrent requests reach the model server in
+#: (verl starts a batch's episodes in batch order, and this count is taken before the first await).
+_EPISODES_STARTED: Counter[str] = Counter()
+
+
+def episode_seed(seed: int, task_id: str, occurrence: int) -> int:
+    """The sampling seed of one episode's first turn (turn t uses this + t): 31 bits of sha256 of its identity."""
+    digest = hashlib.sha256(f"{seed}:{task_id}:{occurrence}".encode()).digest()
+    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
+
+
 def response_clipped(token_ids: list[int], budget: int, stop_ids: set[int]) -> bool:
     """A generation that used its whole ``max_tokens`` without a stop token was cut at the length limit."""
     return len(token_ids) >= budget and not (token_ids and token_ids[-1] in stop_ids)
@@ -151,6 +165,10 @@ class GraphPlannerAgentLoop(AgentLoopBase):
         row = row_dict(kwargs.get("extra_info") or {})
         task = task_from_row(row)
         dataset_dir = dataset_dir_for(task, self.run_config, row)
+        occurrence = _EPISODES_STARTED[task.task_id]
+        _EPISODES_STARTED[task.task_id] += 1
+        sampling_params = {**sampling_params, "seed": episode_seed(self.run_config.experiment.seed, task.task_id,
+                                                                    occurrence)}
         slot = await self.slots.acquire()
         box = EpisodeSandbox(self.slots, slot)  # no await between acquire and try: the slot cannot leak
         try:
@@ -187,7 +205,8 @@ class GraphPlannerAgentLoop(AgentLoopBase):
                 break
             clock = time.perf_counter()
             out = await self.server_manager.generate(request_id=request_id, prompt_ids=tokens,
-                                                     sampling_params={**sampling_params, "max_tokens": budget})
+                                                     sampling_params={**sampling_params, "max_tokens": budget,
+                                                                      "seed": sampling_params["seed"] + generations})
             gen_s += time.perf_counter() - clock
             if weights_step is None and out.extra_fields.get("global_steps") is not None:
                 weights_step = int(out.extra_fields["global_steps"])

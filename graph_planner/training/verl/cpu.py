@@ -257,7 +257,10 @@ class HFRolloutServer:
                           top_k=top_k if top_k > 0 else 0)
         config = self.model.generation_config
         input_ids = torch.tensor([prompt_ids], dtype=torch.long)
+        seed = sampling_params.get("seed")  # per request (the agent loop's): the same draws in any request order
         with self._lock, torch.no_grad():
+            if seed is not None:
+                torch.manual_seed(int(seed))
             out = self.model.generate(input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
                                       pad_token_id=config.pad_token_id, eos_token_id=config.eos_token_id, **kwargs)
         tokens = out.sequences[0, input_ids.shape[1]:].tolist()
