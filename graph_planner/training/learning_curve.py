@@ -10,7 +10,6 @@ planner parse error rate at the first and last steps.
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from pathlib import Path
@@ -25,19 +24,6 @@ def window_means(values: list[float], window: int) -> tuple[float, float]:
         raise ValueError("no values: the GRPO phase logged no steps")
     w = max(1, min(window, len(values)))
     return statistics.fmean(values[:w]), statistics.fmean(values[-w:])
-
-
-def logged_steps(metrics_file: Path) -> list[dict[str, float]]:
-    """The per-step rows of a run's ``metrics.jsonl`` that carry episode rewards, one per step (rows logged for
-    the same step merged), in step order: what the verl job's telemetry bridge wrote."""
-    by_step: dict[int, dict[str, float]] = {}
-    for line in metrics_file.read_text(encoding="utf-8").splitlines():
-        row = json.loads(line) if line.strip() else {}
-        if row.get("kind") != "metrics" or row.get("step") is None:
-            continue
-        numbers = {k: float(v) for k, v in (row.get("metrics") or {}).items() if isinstance(v, (int, float))}
-        by_step.setdefault(int(row["step"]), {}).update(numbers)
-    return [{"step": step, **by_step[step]} for step in sorted(by_step) if "reward/mean" in by_step[step]]
 
 
 def train_verl_job(config: RunConfig) -> Path:
@@ -72,8 +58,11 @@ def run_learning(config: RunConfig, window: int = 5) -> dict[str, Any]:
 
     grpo_started = time.monotonic()
     if config.training.backend == "verl":
-        run_dir = train_verl_job(config)
-        steps = logged_steps(run_dir / "metrics.jsonl")
+        from graph_planner.telemetry.trackers import read_step_metrics
+
+        run_dir = train_verl_job(config)  # the job's telemetry bridge logged each step's episodes there
+        steps = [{"step": step, **{k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}}
+                 for step, metrics in read_step_metrics(run_dir / "metrics.jsonl").items() if "reward/mean" in metrics]
     else:
         from graph_planner.training.local.run import train_local
 
