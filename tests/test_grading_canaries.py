@@ -5,14 +5,18 @@ everything gone after the run. The forgeries they catch are in tests/adversarial
 from __future__ import annotations
 
 import ast
+import re
+import shutil
 import subprocess
 import sys
 import uuid
 from pathlib import Path
 
+import pytest
+
 from graph_planner.data.record import TaskRecord
 from graph_planner.grading.canary import check_canaries, plan_canaries, scrub, selection_additions, usable_for
-from graph_planner.grading.graded_command import build_script, parse_output
+from graph_planner.grading.graded_command import SCAN_BYTES, build_script, parse_output
 from graph_planner.grading.integrity import check_integrity, single_pytest_command
 from graph_planner.grading.parse import parse_test_log
 from graph_planner.grading.recorder import RunRecord, compare_with_log, parse_record, plugin_name, plugin_source
@@ -175,3 +179,49 @@ def test_unittest_canaries_only_in_a_module_that_uses_unittest(tmp_path):
     assert {c.style for c in plan.canaries} == {"function"} and len(plan.canaries) == 4
     statuses = parse_test_log(out.log)
     assert set(statuses) == plan.ids() | {"tests/test_x.py::test_real", "tests/test_u.py::TestU::test_u"}
+
+
+def test_a_testcase_past_the_shell_scanned_head_of_a_long_module_still_gets_its_unittest_canaries(tmp_path):
+    """bash's builtin read scans the first SCAN_BYTES; grep looks at the rest of a longer module."""
+    repo = tmp_path / "repo"
+    (repo / "tests").mkdir(parents=True)
+    padding = "# " + "x" * 78 + "\n"
+    late = padding * (SCAN_BYTES // len(padding) + 10) + "import unittest\n\n\nclass TestU(unittest.TestCase):\n" \
+        "    def test_u(self):\n        pass\n"
+    (repo / "tests" / "test_late.py").write_text(late)
+    (repo / "tests" / "test_plain.py").write_text(padding * (SCAN_BYTES // len(padding) + 10) + "def test_p():\n"
+                                                  "    pass\n")
+    workdir = str(tmp_path / "g")
+    script = build_script(workdir, "true", "", None, {"tests/test_late.py": "\n", "tests/test_plain.py": "\n"},
+                          {"tests/test_late.py": "\n# unittest canary\n", "tests/test_plain.py": "\n# unittest canary\n"})
+    run = subprocess.run(["bash", "-c", script.script], cwd=repo, capture_output=True, text=True, timeout=60)
+    out = parse_output(run.stdout, script.token)
+    assert out is not None, run.stderr
+    assert out.skipped_modules == {"tests/test_plain.py::unittest"}
+    assert (repo / "tests" / "test_late.py").read_text().endswith("# unittest canary\n")
+    assert "# unittest canary" not in (repo / "tests" / "test_plain.py").read_text()
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="counts the programs a script starts with strace")
+def test_the_checks_start_no_program_of_their_own(tmp_path):
+    """Issue 23's cost goal (<= 1 extra process start per graded run): the graded script with the recorder and
+    canaries starts exactly the programs the bare one starts (plugin, canaries and TestCase look-up are shell
+    builtins; the sections come back through one cat either way)."""
+    repo = tmp_path / "repo"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "tests" / "test_u.py").write_text("import unittest\n\n\nclass TestU(unittest.TestCase):\n"
+                                              "    def test_u(self):\n        pass\n")
+    task = _task(test_files=["tests/test_u.py"], fail_to_pass=["tests/test_u.py::TestU::test_u"], pass_to_pass=[])
+    plan = plan_canaries(task, task.test_files)
+    started = {}
+    for checks in (True, False):
+        workdir = str(tmp_path / f"g{int(checks)}")
+        plugin = (plugin_name(), plugin_source(workdir + "/record")) if checks else None
+        script = build_script(workdir, "true", "", plugin, plan.sources if checks else {},
+                              plan.unittest_sources if checks else None)
+        trace = tmp_path / f"trace{int(checks)}"
+        subprocess.run(["strace", "-f", "-qq", "-e", "trace=execve", "-o", str(trace), "bash", "-c", script.script],
+                       cwd=repo, capture_output=True, text=True, timeout=60, check=True)
+        started[checks] = sorted(re.findall(r'execve\("([^"]+)".*\) = 0$', trace.read_text(), re.M))
+    assert started[True] == started[False]
+    assert "/usr/bin/grep" not in started[True] and len([p for p in started[True] if p.endswith("/cat")]) == 1

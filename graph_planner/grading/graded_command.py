@@ -4,6 +4,10 @@ task's test command with its output streamed through `tee`/`wc`/`head`/`tail` in
 prints back, between lines holding a fresh token, the exit status, the byte count, the first ``HEAD_BYTES`` and
 last ``TAIL_BYTES`` of the output, the record and the modules it could not append to.
 
+The checks start no process of their own: the plugin and the canaries are written by bash's builtin printf, the
+TestCase look-up is bash's builtin read (``grep`` only past ``SCAN_BYTES``), and every section comes back through
+ONE ``cat`` (the separators are written to files first), checks on or off.
+
 A test run that prints hundreds of MB (a loop in an RL rollout) never reaches the grader's memory: what comes
 back is bounded, ``truncated`` says the middle was cut, and a cut log is only trusted when it still holds every
 canary's result.
@@ -17,6 +21,9 @@ from dataclasses import dataclass, field
 
 HEAD_BYTES = 256 * 1024
 TAIL_BYTES = 4 * 1024 * 1024
+#: how much of a module bash's builtin read scans for ``TestCase`` before it leaves the rest to grep (a builtin read
+#: costs ~12 ns a byte, a grep ~2 ms to start: almost every test module is shorter)
+SCAN_BYTES = 256 * 1024
 _SECTIONS = ("rc", "bytes", "skip", "head", "tail", "record")
 
 
@@ -46,6 +53,24 @@ def _write(path: str, text: str, append: bool) -> str:
     return f"printf '%s' {shlex.quote(text)} {'>>' if append else '>'} {path}\n"
 
 
+def _mentions_testcase(q: str) -> str:
+    """A shell condition: the module (quoted path ``q``) mentions ``TestCase``. Its first ``SCAN_BYTES`` are read
+    by the shell itself; grep runs only on a longer module that does not mention it there."""
+    return (f"src=; IFS= read -r -N {SCAN_BYTES} src < {q}\n"
+            f"if [[ $src == *TestCase* ]] || {{ [ ${{#src}} -ge {SCAN_BYTES} ] && grep -qs TestCase {q}; }}")
+
+
+def _collect(token: str) -> str:
+    """Print every section between token lines with ONE process: the separators are written to files by the
+    shell's printf, missing sections made empty, then a single ``cat`` of all of them; the dir is removed."""
+    parts = [f"for s in {' '.join(_SECTIONS)}; do printf '\\n%s %s\\n' {token} \"$s\" > \"$d/=$s\"; "
+             "[ -f \"$d/$s\" ] || : > \"$d/$s\"; done\n",
+             f"printf '\\n%s end\\n' {token} > \"$d/=end\"\n",
+             "cat " + " ".join(f"\"$d/={s}\" \"$d/{s}\"" for s in _SECTIONS) + " \"$d/=end\"\n",
+             "rm -rf \"$d\"\n"]
+    return "".join(parts)
+
+
 def build_script(workdir: str, command: str, env_prefix: str, plugin: tuple[str, str] | None,
                  canaries: dict[str, str], unittest_canaries: dict[str, str] | None = None) -> GradedScript:
     """``workdir``: a fresh path outside the repository (created here, removed at the end); ``command``: the test
@@ -65,14 +90,11 @@ def build_script(workdir: str, command: str, env_prefix: str, plugin: tuple[str,
         q = shlex.quote(module)
         extra = ""
         if unittest_canaries and module in unittest_canaries:
-            extra = (f"if grep -qs TestCase {q}; then\n{_write(q, unittest_canaries[module], append=True)}"
+            extra = (f"{_mentions_testcase(q)}\nthen\n{_write(q, unittest_canaries[module], append=True)}"
                      f"else printf '%s\\n' {shlex.quote(module + '::unittest')} >> \"$d/skip\"; fi\n")
         parts.append(f"if [ -f {q} ] && [ ! -L {q} ]; then\n{_write(q, text, append=True)}{extra}"
                      f"else printf '%s\\n' {q} >> \"$d/skip\"; fi\n")
-    collect = (f"for s in {' '.join(_SECTIONS)}; do printf '\\n%s %s\\n' {token} \"$s\"; "
-               "[ -f \"$d/$s\" ] && cat \"$d/$s\"; done\n"
-               f"printf '\\n%s end\\n' {token}\n"
-               "rm -rf \"$d\"\n")
+    collect = _collect(token)
     parts.append(
         "mkfifo \"$d/f\" || exit 97\n{ wc -c < \"$d/f\" > \"$d/bytes\" & }\n"
         f"{{ (\n{command}\n) < /dev/null 2>&1; echo $? > \"$d/rc\"; }} "

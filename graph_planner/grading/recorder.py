@@ -16,7 +16,9 @@ import secrets
 
 from pydantic import BaseModel, Field, ValidationError
 
+#: PYTEST_DONT_REWRITE: pytest marks every ``-p`` plugin for assertion rewriting; this one has no assert to rewrite
 _PLUGIN = '''\
+"PYTEST_DONT_REWRITE"
 import json as _json
 _OUT = {out!r}
 _REC = {{"reports": {{}}, "collect_errors": [], "deselected": [], "exitstatus": None}}
