@@ -28,7 +28,8 @@ EXIT_CLUSTER_LOST = 6
 @config_options("config_file", "yaml_only", "set_items", "print_config", "wandb_offline", "dataset", "agent", "model_path", "cgm_model_path", "docker_manifest", "disable_cgm_synthesis", "run_name", "output_dir", "sandbox", "prepull_containers", "prepull_max_workers", "prepull_retries", "prepull_delay", "prepull_timeout", "val_dataset")
 def eval_cmd(
     dataset_split: Annotated[str | None, typer.Option("--dataset-split", help="Split name (eval.split).")] = None,
-    batch_size: Annotated[int | None, typer.Option("--batch-size", help="Concurrent sandboxes.")] = None,
+    batch_size: Annotated[int | None, typer.Option(
+        "--batch-size", help="Concurrent episodes (sandboxes open at once: at most parallel.workflow_parallel).")] = None,
     limit: Annotated[int | None, typer.Option("--limit", help="Evaluate the first N tasks.")] = None,
     executor: Annotated[str | None, typer.Option("--executor", help="local | ray")] = None,
     baselines: Annotated[bool | None, typer.Option("--baselines/--no-baselines",
