@@ -64,3 +64,15 @@ def test_an_edited_source_tree_is_refused_naming_the_task(tmp_path):
     sources = {"textkit": edited, "invcalc": REPOS[1], "minicfg": REPOS[2]}
     with pytest.raises(SynthInputError, match=r"synth__textkit-\w+: rebuilt as commit"):
         load_bundle(BUNDLED_DIR, sources, tmp_path / "staging", 0, 0.2, 0.2, 5)
+
+
+def test_the_transfer_config_asks_for_exactly_the_committed_set():
+    """make demo-transfer must not spend minutes synthesising: its data section matches manifest.json (an edited
+    sample repository or option breaks this, and the set must then be regenerated, docs/data.md)."""
+    from graph_planner.config.loader import load_run_config
+    from graph_planner.synth.bundled import bundle_key, matches
+
+    root = Path(__file__).resolve().parents[1]
+    data = load_run_config(root / "configs" / "experiments" / "local_transfer.yaml").data
+    assert matches(BUNDLED_DIR, bundle_key(list(data.synth_repos), data.synth_seed, data.synth_per_target,
+                                           data.synth_max_tasks))
