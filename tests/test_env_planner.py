@@ -4,11 +4,8 @@ ids, memories and caps, rewards and termination, and the repair cycle's keep / r
 from __future__ import annotations
 
 import pytest
+from sample_env_fixtures import TARGET, graph_cache, make_env, sandbox, task  # noqa: F401 - pytest fixtures
 
-from graph_planner.codegraph import GraphCache
-from graph_planner.config.schema import RunConfig
-from graph_planner.env.planner_env import PlannerEnv
-from graph_planner.env.samples import sample_task
 from graph_planner.episode.actions import (
     ExploreExpand,
     ExploreFind,
@@ -21,10 +18,6 @@ from graph_planner.episode.actions import (
 )
 from graph_planner.episode.patch import FileEdit, PatchProposal, RepairRequest
 from graph_planner.models.synthesizers import GoldSynthesizer, NoSynthesizer
-from graph_planner.sandbox.factory import make_sandbox
-
-TASK_ID = "graphplanner-samples__textkit-7"
-TARGET = "fn:textkit/wrap.py::truncate"
 
 
 class ScriptedSynthesizer:
@@ -42,38 +35,7 @@ class ScriptedSynthesizer:
         return self.proposals.pop(0)
 
 
-@pytest.fixture(scope="module")
-def task():
-    return sample_task(TASK_ID)
-
-
-@pytest.fixture(scope="module")
-def sandbox(task):
-    box = make_sandbox(task, RunConfig(), None, "test-env-planner")
-    box.start()
-    base = box.snapshot()
-    box.base_tree = base
-    yield box
-    box.close()
-
-
-@pytest.fixture(scope="module")
-def graph_cache(tmp_path_factory):
-    return GraphCache(tmp_path_factory.mktemp("graphs"))
-
-
-@pytest.fixture
-def make_env(task, sandbox, graph_cache):
-    sandbox.restore(sandbox.base_tree)
-
-    def _make(synthesizer=None, **env_settings) -> PlannerEnv:
-        config = RunConfig.model_validate({"env": env_settings})
-        return PlannerEnv(task, sandbox, config.env, synthesizer=synthesizer or NoSynthesizer(), graph_cache=graph_cache)
-
-    return _make
-
-
-def test_reset_shows_the_issue_and_a_map_of_real_node_ids(make_env, task):
+def test_reset_shows_the_issue_and_a_map_of_real_node_ids(make_env, task):  # noqa: F811
     env = make_env()
     text, obs = env.reset()
     assert task.title in text and "truncate(\"Hello brave new world\", 10)" in text
@@ -82,7 +44,7 @@ def test_reset_shows_the_issue_and_a_map_of_real_node_ids(make_env, task):
     assert obs["steps_left"] == env.max_steps and obs["memory"]["nodes"] == []
 
 
-def test_find_expand_read_show_ids_and_real_code(make_env, sandbox):
+def test_find_expand_read_show_ids_and_real_code(make_env, sandbox):  # noqa: F811
     env = make_env()
     env.reset()
     found = env.step(ExploreFind(query="truncate"))
@@ -98,7 +60,7 @@ def test_find_expand_read_show_ids_and_real_code(make_env, sandbox):
     assert env.memory.working.keys() >= {TARGET, "file:textkit/wrap.py"}
 
 
-def test_unknown_node_id_is_an_error_with_suggestions_not_a_format_error(make_env):
+def test_unknown_node_id_is_an_error_with_suggestions_not_a_format_error(make_env):  # noqa: F811
     env = make_env(step_penalty=0.01, format_penalty=0.5)
     env.reset()
     result = env.step(Read(node_id="fn:textkit/wrap.py::truncat"))
@@ -107,7 +69,7 @@ def test_unknown_node_id_is_an_error_with_suggestions_not_a_format_error(make_en
     assert result.info["parse_error"] is None and env.stats.invalid_nodes == 1
 
 
-def test_memory_commit_hydrates_code_and_respects_caps(make_env):
+def test_memory_commit_hydrates_code_and_respects_caps(make_env):  # noqa: F811
     env = make_env(memory_max_nodes=2, working_max_nodes=8)
     env.reset()
     assert len(env.memory.working) <= 8
@@ -126,12 +88,12 @@ def test_memory_commit_hydrates_code_and_respects_caps(make_env):
     assert deleted == {"removed": ["fn:textkit/wrap.py::wrap"], "missing": ["fn:other"]}
 
 
-def test_repair_is_refused_with_empty_memory_or_when_synthesis_is_disabled(make_env):
-    env = make_env(synthesizer=GoldSynthesizer(sample_task(TASK_ID)))
+def test_repair_is_refused_with_empty_memory_or_when_synthesis_is_disabled(make_env, task):  # noqa: F811
+    env = make_env(synthesizer=GoldSynthesizer(task))
     env.reset()
     refused = env.step(Repair(plan="fix it"))
     assert refused.obs["result"]["status"] == "refused" and "memory M is empty" in refused.observation
-    env = make_env(synthesizer=GoldSynthesizer(sample_task(TASK_ID)), disable_cgm_synthesis=True)
+    env = make_env(synthesizer=GoldSynthesizer(task), disable_cgm_synthesis=True)
     env.reset()
     env.step(MemoryCommit(node_ids=[TARGET]))
     refused = env.step(Repair(plan="fix it"))
@@ -139,7 +101,7 @@ def test_repair_is_refused_with_empty_memory_or_when_synthesis_is_disabled(make_
     assert env.stats.generated == 0 and env.sandbox.diff() == ""
 
 
-def test_rewards_penalties_and_max_steps_termination(make_env):
+def test_rewards_penalties_and_max_steps_termination(make_env):  # noqa: F811
     env = make_env(step_penalty=0.01, format_penalty=0.1, failure_penalty=0.5, timeout_penalty=0.2)
     env.max_steps = 2
     env.reset()
@@ -157,7 +119,7 @@ def test_rewards_penalties_and_max_steps_termination(make_env):
         env.step(Submit())
 
 
-def test_clamped_arguments_are_reported_in_step_info(make_env):
+def test_clamped_arguments_are_reported_in_step_info(make_env):  # noqa: F811
     env = make_env()
     env.reset()
     result = env.step(f'{{"name": "explore_expand", "arguments": {{"node_id": "{TARGET}", "hop": 7}}}}')
@@ -166,7 +128,7 @@ def test_clamped_arguments_are_reported_in_step_info(make_env):
     assert "warning: explore_expand.hop=7 clamped to 3" in result.observation
 
 
-def test_run_tests_shows_symptoms_not_test_source_and_op_limit_ends_episode(make_env):
+def test_run_tests_shows_symptoms_not_test_source_and_op_limit_ends_episode(make_env):  # noqa: F811
     env = make_env(repo_op_limit=1, failure_penalty=0.5, timeout_penalty=0.25)
     env.reset()
     result = env.step(RunTests())
@@ -180,7 +142,7 @@ def test_run_tests_shows_symptoms_not_test_source_and_op_limit_ends_episode(make
     assert result.info["episode"]["tests_run"] == 1
 
 
-def test_repair_cycle_keeps_rolls_back_and_rejects_scripted_synthesizer_model(make_env, task, sandbox):
+def test_repair_cycle_keeps_rolls_back_and_rejects_scripted_synthesizer_model(make_env, task, sandbox):  # noqa: F811
     bad_syntax = [FileEdit("textkit/wrap.py", 50, 50, "    return text[:length - len(ellipsis)].rstrip( + ellipsis\n")]
     no_gain = [FileEdit("textkit/wrap.py", 50, 50, "    return text[:length].rstrip() + ellipsis  # same\n")]
     test_edit = ("--- a/tests/test_issue_7.py\n+++ b/tests/test_issue_7.py\n@@ -0,0 +1 @@\n+x = 1\n")
@@ -224,7 +186,7 @@ def test_repair_cycle_keeps_rolls_back_and_rejects_scripted_synthesizer_model(ma
     assert [r["kind"] for r in env.test_runs] == ["repair", "repair", "grading"]
 
 
-def test_no_synthesizer_counts_no_patch_and_env_reset_restores_the_base_tree(make_env, task, sandbox):
+def test_no_synthesizer_counts_no_patch_and_env_reset_restores_the_base_tree(make_env, task, sandbox):  # noqa: F811
     env = make_env(synthesizer=NoSynthesizer("planner-only run"), max_steps=5)
     env.reset()
     env.step(MemoryCommit(node_ids=[TARGET]))
@@ -237,7 +199,7 @@ def test_no_synthesizer_counts_no_patch_and_env_reset_restores_the_base_tree(mak
     assert sandbox.diff() == ""  # ... is gone at the next reset
 
 
-def test_submit_of_an_unchanged_tree_is_unresolved_without_a_test_run(make_env, task, sandbox):
+def test_submit_of_an_unchanged_tree_is_unresolved_without_a_test_run(make_env, task, sandbox):  # noqa: F811
     """An empty final diff is the base tree, whose failing tests fail by definition: graded unresolved at once
     (as the SWE-bench harness grades an empty patch), so a rollout does not pay a fresh sandbox and a test run
     for it; any change at all is still graded by running the tests."""

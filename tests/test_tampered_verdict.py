@@ -12,19 +12,16 @@ import json
 from pathlib import Path
 
 import pytest
+from sample_env_fixtures import TARGET, graph_cache, sandbox, task  # noqa: F401 - pytest fixtures
+from sample_env_fixtures import make_env as plain_env  # noqa: F401 - a pytest fixture
 
-from graph_planner.codegraph import GraphCache
 from graph_planner.config.schema import RunConfig
 from graph_planner.env.planner_env import PlannerEnv
-from graph_planner.env.samples import sample_task
 from graph_planner.episode.actions import MemoryCommit, Repair, RunTests, Submit
 from graph_planner.episode.patch import PatchProposal, RepairRequest
 from graph_planner.episode.results import TestReport
 from graph_planner.models.synthesizers import NoSynthesizer
-from graph_planner.sandbox.factory import make_sandbox
 
-TASK_ID = "graphplanner-samples__textkit-7"
-TARGET = "fn:textkit/wrap.py::truncate"
 #: What the detection writes (roles, never names); the agent must never see any of it.
 EVIDENCE = "must-fail canary (plain function) passed"
 
@@ -61,46 +58,27 @@ class GoldOnce:
         return PatchProposal(diff=self.patch)
 
 
-@pytest.fixture(scope="module")
-def task():
-    return sample_task(TASK_ID)
-
-
-@pytest.fixture(scope="module")
-def sandbox(task):
-    box = make_sandbox(task, RunConfig(), None, "test-tampered")
-    box.start()
-    box.base_tree = box.snapshot()
-    yield box
-    box.close()
-
-
-@pytest.fixture(scope="module")
-def graph_cache(tmp_path_factory):
-    return GraphCache(tmp_path_factory.mktemp("graphs"))
-
-
 @pytest.fixture
-def make_env(task, sandbox, graph_cache):
-    sandbox.restore(sandbox.base_tree)
+def make_env(plain_env):  # noqa: F811 - the shared factory; every graded run marked tampered unless tamper=False
+    def _make(tamper=True, **kwargs) -> PlannerEnv:
+        def wrap(inner):
+            box = TamperingSandbox(inner)
+            box.tamper = tamper
+            return box
 
-    def _make(synthesizer=None, tamper=True, **env_settings) -> PlannerEnv:
-        config = RunConfig.model_validate({"env": env_settings})
-        box = TamperingSandbox(sandbox)
-        box.tamper = tamper
-        return PlannerEnv(task, box, config.env, synthesizer=synthesizer or NoSynthesizer(), graph_cache=graph_cache)
+        return plain_env(wrap=wrap, **kwargs)
 
     return _make
 
 
-def _submit_gold(env: PlannerEnv, task, sandbox):
+def _submit_gold(env: PlannerEnv, task, sandbox):  # noqa: F811
     env.reset()
     env.step(MemoryCommit(node_ids=[TARGET], note="here"))
     sandbox.apply_patch(task.gold_patch)
     return env.step(Submit())
 
 
-def test_submit_given_a_tampered_report_is_penalised_without_localisation_reward(make_env, task, sandbox):
+def test_submit_given_a_tampered_report_is_penalised_without_localisation_reward(make_env, task, sandbox):  # noqa: F811
     clean = _submit_gold(make_env(tamper=False, failure_penalty=0.5, localisation_reward=0.4), task, sandbox)
     assert clean.info["episode"]["verdict"] == "resolved" and clean.reward == pytest.approx(1.0 + 0.4)
     sandbox.restore(sandbox.base_tree)
@@ -118,14 +96,14 @@ def test_submit_given_a_tampered_report_is_penalised_without_localisation_reward
     assert env.test_runs[-1]["verdict"] == "tampered"
 
 
-def test_tamper_penalty_is_configurable_and_validated(make_env, task, sandbox):
+def test_tamper_penalty_is_configurable_and_validated(make_env, task, sandbox):  # noqa: F811
     final = _submit_gold(make_env(tamper_penalty=3.0), task, sandbox)
     assert final.reward == pytest.approx(-3.0)
     with pytest.raises(ValueError, match="tamper_penalty"):
         RunConfig.model_validate({"env": {"tamper_penalty": -1}})
 
 
-def test_repair_given_a_tampered_report_is_rolled_back_and_shows_only_the_word(make_env, task, sandbox):
+def test_repair_given_a_tampered_report_is_rolled_back_and_shows_only_the_word(make_env, task, sandbox):  # noqa: F811
     env = make_env(synthesizer=GoldOnce(task.gold_patch), max_steps=10)
     env.reset()
     env.step(MemoryCommit(node_ids=[TARGET]))
@@ -154,8 +132,8 @@ def test_episode_metrics_report_the_tampered_rate_given_tampered_episodes(tmp_pa
     runs = [Trajectory(task_id=str(i), info={"tampered": i == 0}) for i in range(4)]
     assert episode_metrics(runs, 1.0, TelemetryConfig())["grading/tampered_rate"] == pytest.approx(0.25)
     path = tmp_path / "episodes.jsonl"
-    for task, tampered in (("a", True), ("b", False)):
-        record_episode(path, 0, EpisodeSummary(task, tampered=tampered), 1.0)
+    for task_id, tampered in (("a", True), ("b", False)):
+        record_episode(path, 0, EpisodeSummary(task_id, tampered=tampered), 1.0)
     records = [json.loads(line) for line in path.read_text().splitlines()]
     verl = episode_metrics([summary_from_record(r) for r in records], 1.0, TelemetryConfig())
     assert verl["grading/tampered_rate"] == pytest.approx(0.5)
@@ -221,7 +199,7 @@ def test_gp_grade_summary_counts_tampered_given_a_tampered_report():
 RUNTEST_REPLACED = "import _pytest.python\n\n_pytest.python.Function.runtest = lambda self: None\n"
 
 
-def test_a_real_forgery_is_graded_tampered_end_to_end_by_the_env_and_gp_grade(task, sandbox, graph_cache):
+def test_a_real_forgery_is_graded_tampered_end_to_end_by_the_env_and_gp_grade(task, sandbox, graph_cache):  # noqa: F811
     """No stand-in: the grader's own checks catch a patch that forges a pass without fixing the bug, the episode
     pays for it, and `gp grade`'s library grades the same diff tampered."""
     from graph_planner.validation.grade import grade_patch
