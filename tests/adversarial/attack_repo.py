@@ -5,6 +5,7 @@ Imported by the adversarial tests; holds no tests itself."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -109,6 +110,17 @@ class AttackRepo:
         if with_gold:
             changes = {"calc/ops.py": OPS_FIXED, **changes}
         return diff_of(self.repo, changes)
+
+    def plain_pytest(self, where: Path, patch: str, targets: list[str]) -> subprocess.CompletedProcess[str]:
+        """What a grader with no guard and no checks sees: a plain checkout at the base in ``where`` with ``patch``
+        and the hidden tests applied, pytest run on ``targets`` directly (the baseline that shows an attack is real)."""
+        shutil.copytree(self.repo, where)
+        git(where, "checkout", "-q", self.base)
+        for diff in (patch, self.test_patch):
+            subprocess.run(["git", "apply", "-"], input=diff, text=True, cwd=where, check=True)
+        return subprocess.run([sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", *targets], cwd=where,
+                              capture_output=True, text=True, timeout=120,
+                              env={"PATH": "/usr/bin:/bin", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
 
 
 def local_config(**sandbox: object) -> RunConfig:

@@ -5,14 +5,13 @@ collection, are not tampered. The docker side is in test_docker_attacks.py."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import uuid
 from pathlib import Path
 
 import pytest
-from attack_repo import TEST_ADD, TEST_OPS, AttackRepo, git, local_config
+from attack_repo import TEST_ADD, TEST_OPS, AttackRepo, local_config
 from forgeries import (
     BREAKS_COLLECTION,
     CALC_INIT,
@@ -35,15 +34,8 @@ def attack(tmp_path_factory) -> AttackRepo:
 
 def _plain_grade(attack: AttackRepo, tmp_path, patch: str) -> bool:
     """What a grader without canaries, integrity checks or a second record decides."""
-    copy = tmp_path / "plain"
-    shutil.copytree(attack.repo, copy)
-    git(copy, "checkout", "-q", attack.base)
-    for diff in (patch, attack.test_patch):
-        subprocess.run(["git", "apply", "-"], input=diff, text=True, cwd=copy, check=True)
     task = attack.task()
-    run = subprocess.run([sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", *task.test_files],
-                         cwd=copy, capture_output=True, text=True, timeout=120,
-                         env={"PATH": "/usr/bin:/bin", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    run = attack.plain_pytest(tmp_path / "plain", patch, task.test_files)
     return grade_fail_to_pass(parse_test_log(run.stdout), task.fail_to_pass, task.pass_to_pass)[0]
 
 

@@ -5,9 +5,7 @@ backend are in test_docker_attacks.py."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -44,13 +42,7 @@ def _sandbox(attack: AttackRepo, **settings: object) -> LocalSandbox:
 def test_the_attack_is_real_when_nothing_guards_the_grading(tmp_path, attack, name):
     """Baseline: in a plain checkout with the hidden tests, the attack turns the failing test into PASSED."""
     changes, _ = STEERING_ATTACKS[name]
-    copy = tmp_path / "plain"
-    shutil.copytree(attack.repo, copy)
-    git(copy, "checkout", "-q", attack.base)
-    for patch in (attack.patch(changes), attack.test_patch):
-        subprocess.run(["git", "apply", "-"], input=patch, text=True, cwd=copy, check=True)
-    run = subprocess.run([sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", "tests"], cwd=copy,
-                         capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    run = attack.plain_pytest(tmp_path / "plain", attack.patch(changes), ["tests"])
     assert "PASSED tests/test_add.py::test_add" in run.stdout, run.stdout[-2000:]
 
 
