@@ -1,7 +1,7 @@
 """A small real task built for attacks: a git repo whose base commit has a root conftest.py, a pyproject.toml with
 a pytest section and a setup.cfg without one; a hidden test file (test_patch); and *future* history (the fix
 commit on a branch, a tag, a stash) that no sandbox may keep. Every attack is a real unified diff made by git.
-Imported by the adversarial tests; holds no tests itself."""
+Imported by the adversarial tests (``attack_fixture`` makes their module-scoped repository fixture); holds no tests itself."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared fixtures
 
@@ -121,6 +123,17 @@ class AttackRepo:
         return subprocess.run([sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", *targets], cwd=where,
                               capture_output=True, text=True, timeout=120,
                               env={"PATH": "/usr/bin:/bin", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+
+
+def attack_fixture():
+    """The module-scoped ``attack`` fixture (``attack = attack_fixture()`` in a test module): one attack
+    repository per module, since building it makes real git commits and diffs."""
+
+    @pytest.fixture(scope="module")
+    def attack(tmp_path_factory) -> AttackRepo:
+        return AttackRepo(tmp_path_factory.mktemp("attack"))
+
+    return attack
 
 
 def local_config(**sandbox: object) -> RunConfig:

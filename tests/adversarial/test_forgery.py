@@ -11,7 +11,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from attack_repo import TEST_ADD, TEST_OPS, AttackRepo, local_config
+from attack_repo import TEST_ADD, TEST_OPS, AttackRepo, attack_fixture, local_config
 from forgeries import (
     BREAKS_COLLECTION,
     CALC_INIT,
@@ -26,10 +26,7 @@ from graph_planner.grading.swebench_grade import grade_fail_to_pass
 from graph_planner.sandbox.local import LocalSandbox
 from graph_planner.validation.grade import grade_patch
 
-
-@pytest.fixture(scope="module")
-def attack(tmp_path_factory) -> AttackRepo:
-    return AttackRepo(tmp_path_factory.mktemp("forgery"))
+attack = attack_fixture()
 
 
 def _plain_grade(attack: AttackRepo, tmp_path, patch: str) -> bool:

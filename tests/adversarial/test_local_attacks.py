@@ -17,6 +17,7 @@ from attack_repo import (
     SETUP_CFG,
     STEERING_ATTACKS,
     AttackRepo,
+    attack_fixture,
     git,
     local_config,
 )
@@ -27,10 +28,7 @@ from graph_planner.sandbox.isolation import bwrap_works
 from graph_planner.sandbox.local import LocalSandbox
 from graph_planner.validation.grade import grade_patch
 
-
-@pytest.fixture(scope="module")
-def attack(tmp_path_factory) -> AttackRepo:
-    return AttackRepo(tmp_path_factory.mktemp("attack"))
+attack = attack_fixture()
 
 
 def _sandbox(attack: AttackRepo, **settings: object) -> LocalSandbox:
