@@ -91,10 +91,10 @@ def train(config: RunConfig, *, train_files: str | None = None, val_files: str |
         if not dry_run:
             _prepull(config)
         made = _local_rollout(config) if engine == "local" else None
-        with _run_dir_owned(config, write_config, dry_run):
+        with _run_dir_owned(config, write_config, dry_run) as owned:  # an unnamed run's dir is claimed here
             if engine == "local":
-                return _train_local(config, run_dir, made, dry_run, on_step)
-            return _train_verl(config, run_dir, data, dry_run, on_step, job_log, submit)
+                return _train_local(config, made, dry_run, on_step)
+            return _train_verl(config, owned, data, dry_run, on_step, job_log, submit)
     except _Refused as exc:
         return TrainOutcome(engine, exc.code, run_dir, str(exc), dry_run)
 
@@ -146,20 +146,21 @@ def _local_rollout(config: RunConfig):  # -> (tasks, rollout_fn)
 
 
 @contextlib.contextmanager
-def _run_dir_owned(config: RunConfig, write_config: bool, dry_run: bool) -> Iterator[None]:
-    """The run lock for the whole run (and, with ``write_config``, the claimed dir and its resolved config)."""
+def _run_dir_owned(config: RunConfig, write_config: bool, dry_run: bool) -> Iterator[Path]:
+    """The run lock for the whole run (and, with ``write_config``, the claimed dir and its resolved config: an
+    unnamed run gets its ``<name>-<UTC stamp>`` dir here); yields the run dir."""
     from graph_planner.config.loader import owned_run
     from graph_planner.config.paths import run_paths
     from graph_planner.config.run_dirs import RunDirInUse
     from graph_planner.config.run_lock import RunLockedError, run_lock
     from graph_planner.disk import check_output_dir
 
-    run_dir = run_paths(config).run_dir
     try:
-        with owned_run(config) if write_config else run_lock(run_dir):
+        with owned_run(config) if write_config else run_lock(run_paths(config).run_dir):
+            run_dir = run_paths(config).run_dir  # after the claim
             if not dry_run:
                 check_output_dir(run_dir)
-            yield
+            yield run_dir
     except RunLockedError as exc:  # another run took the dir between the check and the lock
         raise _Refused(EXIT_RUN_LOCKED, str(exc)) from None
     except RunDirInUse as exc:  # an earlier run finished between the check and the lock
@@ -175,8 +176,7 @@ def _metrics_path(run_dir: Path) -> Path | None:
     return None
 
 
-def _train_local(config: RunConfig, run_dir: Path, made: tuple, dry_run: bool,
-                 on_step: StepCallback | None) -> TrainOutcome:
+def _train_local(config: RunConfig, made: tuple, dry_run: bool, on_step: StepCallback | None) -> TrainOutcome:
     from graph_planner.config.checkpoints import MODEL_DIR
     from graph_planner.training.local.run import train_local
 
