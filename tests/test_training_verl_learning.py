@@ -1,0 +1,74 @@
+"""The verl learning-regression test: configs/experiments/local_verl_learning.yaml (trajectory SFT warm start on
+rule-policy episodes, then verl 0.9.1's real main_ppo GRPO as a Ray job on a private local head, CPU, with the
+oracle synthesiser, real local sandboxes and real tests) raises the training reward.
+
+It runs the same measuring function as ``benchmarks/env_learning.py --backend verl``
+(graph_planner/training/learning_curve.py) on one seed, with the benchmark's 10 steps: 6 steps (first 3 vs last 3)
+do not carry the signal (seed 0's measured curve rose +0.013 over its first 6 steps and +0.118 over 10). SFT ~1 min,
+Ray and verl start-up ~2 min, a step ~45 s on an idle 2-core machine (70-170 s at load average 40).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = ROOT / "configs" / "experiments" / "local_verl_learning.yaml"
+STEPS, WINDOW = 10, 5
+#: see the test's docstring
+RISE_BOUND = 0.03
+
+
+@pytest.fixture(scope="module")
+def verl_learning(tmp_path_factory):
+    """SFT then ``STEPS`` verl GRPO steps, seed 0, from a fresh data / run dir: learning_curve's result dict."""
+    from graph_planner.config.loader import load_run_config
+    from graph_planner.data.prepare import prepare_datasets
+    from graph_planner.env.samples import SAMPLE_DIR
+    from graph_planner.training.learning_curve import run_learning
+
+    work = tmp_path_factory.mktemp("verl_learning")
+    sample = {"data.r2e_dataset": str(SAMPLE_DIR / "r2e" / "train.jsonl"),
+              "data.swebench_dataset": str(SAMPLE_DIR / "swebench" / "test.jsonl"),
+              "data.repos_dir": str(SAMPLE_DIR / "repos"), "data.output_dir": str(work / "prepared")}
+    prepare_datasets(load_run_config(CONFIG, sample).data)
+    config = load_run_config(CONFIG, {
+        **sample, "experiment.run_name": "verl_learning", "logging.output_dir": str(work / "runs"),
+        "logging.log_backend": "jsonl", "paths.cache_dir": str(ROOT / ".cache" / "graph_planner"),
+        "paths.dataset_train": str(work / "prepared" / "r2e_gym" / "train.jsonl"),
+        "paths.data_dir": str(work / "prepared" / "r2e_gym"),
+        "training.total_steps": STEPS, "training.total_epochs": STEPS, "logging.save_interval": STEPS,
+    })
+    return run_learning(config, window=WINDOW)
+
+
+def test_verl_grpo_raises_the_training_reward_from_the_sft_model(verl_learning) -> None:
+    """verl GRPO learns on the env: every step's groups differ in reward (std > 0) and move the policy (grad norm
+    > 0); the SFT model's actions parse in verl's multi-turn sequence (parse errors < 50 % at step 1; without
+    ``training.attention_window`` they were 79 %, and the reward stayed at -0.19 .. -0.16 over 10 steps);
+    the mean reward of the last ``WINDOW`` steps exceeds the first ``WINDOW`` by > ``RISE_BOUND`` (+0.03).
+
+    The bound: a loop that does not learn gives a rise around 0 (the unwindowed run: +0.011, first 5 vs last 5 of
+    10 steps), and a model that loses its action format falls. The windowed run of seed 0 rose +0.118 (+0.105 ->
+    +0.223; the local engine from the same SFT model on this machine: +0.148), docs/training.md "Learning on
+    verl". +0.03 is a quarter of that: a change that only moves which episodes are sampled passes, a verl path
+    that stops learning fails.
+    """
+    result = verl_learning
+    assert result["backend"] == "verl" and result["steps"] == STEPS, result
+    assert all(std > 0 for std in result["reward_std"]), result["reward_std"]
+    assert all(g > 0 for g in result["grad_norm"]), result["grad_norm"]
+    assert result["parse_error_first"] < 0.5, result
+    assert result["rise"] > RISE_BOUND, result
+
+
+def test_the_verl_run_leaves_an_hf_model_the_report_can_evaluate(verl_learning) -> None:
+    """The GRPO column of the before/after table evaluates the job's final model: an HF dir verl wrote."""
+    from graph_planner.training.local.checkpoint import latest_verl_model
+
+    model = latest_verl_model(Path(verl_learning["run_dir"]) / "checkpoints")
+    assert model is not None and (model / "config.json").is_file(), verl_learning["run_dir"]
