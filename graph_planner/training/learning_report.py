@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import json
 import logging
-import statistics
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from graph_planner.config.schema import RunConfig
+from graph_planner.config.schema import RunConfig, TelemetryConfig
 from graph_planner.disk import atomic_write_text
 from graph_planner.episode.turns import Trajectory
 
@@ -29,16 +28,17 @@ NOTE = ("A toy model trained on a few tasks is not expected to generalise: the t
 
 
 def score(trajectories: Sequence[Trajectory]) -> dict[str, float]:
-    """Parse error rate over turns, resolved rate, mean M recall of the gold code, mean reward of episodes."""
-    turns = [turn for t in trajectories for turn in t.turns]
-    loc = [t.info["localisation"]["m_recall"] for t in trajectories if t.info.get("localisation")]
-    return {
-        "episodes": float(len(trajectories)),
-        "parse_error_rate": sum(1 for turn in turns if turn.parse_error) / len(turns) if turns else 0.0,
-        "resolved_rate": sum(t.resolved for t in trajectories) / len(trajectories) if trajectories else 0.0,
-        "loc_m_recall": statistics.fmean(loc) if loc else 0.0,
-        "reward_mean": statistics.fmean(t.reward for t in trajectories) if trajectories else 0.0,
-    }
+    """Parse error rate over turns, resolved rate, mean M recall of the gold code, mean reward of episodes: the
+    definitions both training engines log (:func:`graph_planner.telemetry.metrics.episode_metrics`)."""
+    from graph_planner.telemetry.metrics import episode_metrics
+
+    if not trajectories:
+        return {"episodes": 0.0, "parse_error_rate": 0.0, "resolved_rate": 0.0, "loc_m_recall": 0.0,
+                "reward_mean": 0.0}
+    m = episode_metrics(trajectories, 1.0, TelemetryConfig(log_planner_parse_errors=True))
+    return {"episodes": m["episodes"], "parse_error_rate": m["planner_parse_error_rate"],
+            "resolved_rate": m["reward/resolved_rate"], "loc_m_recall": m.get("loc/m_recall", 0.0),
+            "reward_mean": m["reward/mean"]}
 
 
 def play(config: RunConfig, model_dir: str, dataset: str, episodes_per_task: int) -> dict[str, float]:
