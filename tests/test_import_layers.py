@@ -27,7 +27,6 @@ LAYERS = [
     "graph_planner.grading",
     "graph_planner.sandbox",
     "graph_planner.codegraph",
-    "graph_planner.synth",  # task synthesis / mining: runs sandboxes, reads the code graph, writes data
     "graph_planner.models",
     "graph_planner.agents",
     "graph_planner.telemetry",
@@ -35,6 +34,8 @@ LAYERS = [
     "graph_planner.integrations",
     "graph_planner.validation",
     "graph_planner.eval",
+    # task synthesis / mining: runs sandboxes, reads the code graph, writes data, validates on eval's Ray executor
+    "graph_planner.synth",
     "graph_planner.training",
     "graph_planner.cli_help",  # help text of the gp command (examples), below the command itself
     "graph_planner.cli",
