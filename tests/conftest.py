@@ -1,7 +1,14 @@
 """Shared pytest fixtures. Prefect's are opt-in: a flow test module sets
-``pytestmark = pytest.mark.usefixtures("prefect_harness")`` or requests ``flow_workspace``."""
+``pytestmark = pytest.mark.usefixtures("prefect_harness")`` or requests ``flow_workspace``.
+
+`make test` runs the suite on two pytest-xdist workers (``-n 2 --dist loadfile``): much of it waits on
+subprocesses (gp commands, sandboxed test runs, Ray heads, verl jobs, containers) with a core idle. A test module
+runs whole on one worker, so its module fixtures (a verl job, a Ray head, a Prefect server) are made once.
+(``--dist loadgroup`` would let modules share a worker, but pytest-xdist 3.8 sets the group through
+``item._nodeid``, which pytest 9.2 no longer reads.)"""
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -17,12 +24,64 @@ from prefect_fixtures import (  # noqa: F401,E402 - pytest fixtures
     shared_model_cache,
 )
 
+HEAVY_MARKS = ("slow", "ray", "docker")
+
+
+def _needs_demo(item: pytest.Item) -> bool:
+    return fresh_clone_demo.FIXTURE in getattr(item, "fixturenames", ())
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules with heavy tests first (under xdist the longest work starts first), the fresh-clone test last (it
+    waits for the demo that runs beside the suite); each module keeps its own order."""
+    def module(item: pytest.Item) -> str:
+        return item.nodeid.split("::")[0]
+
+    heavy = {module(item) for item in items if any(item.get_closest_marker(mark) for mark in HEAVY_MARKS)}
+    items.sort(key=lambda item: (_needs_demo(item), module(item) not in heavy))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and fresh_clone_demo.WORKER_INPUT in workerinput:
+        # an xdist worker: the demo (if the test is selected) is the one the controller started
+        config.stash[fresh_clone_demo.BACKGROUND_DEMO] = fresh_clone_demo.BackgroundDemo.attach(
+            Path(workerinput[fresh_clone_demo.WORKER_INPUT]))
+    elif config.pluginmanager.hasplugin("xdist") and config.getoption("numprocesses", None):
+        config.pluginmanager.register(_ControllerDemo(config), "fresh-clone-demo-controller")
+
+
+class _ControllerDemo:
+    """Under pytest-xdist the controller starts the demo once, when the first worker's collection names the
+    fresh-clone test; the workers attach to it (its dir is in their ``workerinput``)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.workdir: Path | None = None
+
+    def _dir(self) -> Path:
+        if self.workdir is None:
+            self.workdir = self.config._tmp_path_factory.mktemp("fresh")  # pytest's own basetemp, kept like tmp_path
+        return self.workdir
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node) -> None:  # noqa: ANN001 - xdist's WorkerController
+        node.workerinput[fresh_clone_demo.WORKER_INPUT] = str(self._dir())
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node, ids: list[str]) -> None:  # noqa: ANN001
+        if fresh_clone_demo.BACKGROUND_DEMO in self.config.stash or self.config.option.collectonly:
+            return
+        if fresh_clone_demo.venv_installed() and any(f"{fresh_clone_demo.MODULE}::" in nodeid for nodeid in ids):
+            self.config.stash[fresh_clone_demo.BACKGROUND_DEMO] = fresh_clone_demo.BackgroundDemo(self._dir())
+
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """A selected test needs the fresh-clone ``make demo``: start it now, beside the rest of the suite."""
-    if not fresh_clone_demo.venv_installed() or session.config.option.collectonly:
+    if (not fresh_clone_demo.venv_installed() or session.config.option.collectonly
+            or fresh_clone_demo.BACKGROUND_DEMO in session.config.stash):
         return
-    if any(fresh_clone_demo.FIXTURE in getattr(item, "fixturenames", ()) for item in session.items):
+    if any(_needs_demo(item) for item in session.items):
         workdir = session.config._tmp_path_factory.mktemp("fresh")  # pytest's own basetemp, kept like tmp_path
         session.config.stash[fresh_clone_demo.BACKGROUND_DEMO] = fresh_clone_demo.BackgroundDemo(workdir)
 
@@ -30,4 +89,4 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     demo = session.config.stash.get(fresh_clone_demo.BACKGROUND_DEMO, None)
     if demo is not None:
-        demo.stop()
+        demo.stop()  # a no-op where the demo was only attached to

@@ -12,10 +12,12 @@ the lock, not the demo, and ``benchmarks/install.py`` measures that.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 VENV = Path(sys.prefix)
 FIXTURE = "demo_runs"  # the fixture of test_fresh_clone.py that needs the demo
+MODULE = "test_fresh_clone.py"  # where that fixture lives (the xdist controller sees node ids only)
 TIMEOUT_S = 900
 
 
@@ -56,30 +59,49 @@ def make_demo(clone: Path) -> subprocess.CompletedProcess[str]:
 
 
 class BackgroundDemo:
-    """``make demo`` started now on a fresh copy under ``workdir``; :meth:`result` waits for it."""
+    """``make demo`` started now on a fresh copy under ``workdir``; :meth:`result` waits for it.
 
-    def __init__(self, workdir: Path) -> None:
-        self.clone = fresh_copy(workdir / "clone")
+    Its exit status lands in ``workdir/demo.rc`` when it ends, so a process that did not start it (a pytest-xdist
+    worker, when the controller started it) can :meth:`attach` to the same run and wait for it there."""
+
+    def __init__(self, workdir: Path, *, start: bool = True) -> None:
+        self.clone = workdir / "clone"
+        self._out, self._err, self._rc = workdir / "demo.stdout", workdir / "demo.stderr", workdir / "demo.rc"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.started = time.monotonic()
+        if not start:
+            return
+        fresh_copy(self.clone)
         if (self.clone / ".cache").exists() or (self.clone / "runs").exists():
             raise RuntimeError(f"{self.clone}: a fresh copy holds .cache/ or runs/ (they must be git-ignored)")
-        self._out, self._err = workdir / "demo.stdout", workdir / "demo.stderr"
         cmd, env = _demo_command()
+        part = self._rc.with_suffix(".part")
+        record = f'"$@"; echo $? > {shlex.quote(str(part))} && mv {shlex.quote(str(part))} {shlex.quote(str(self._rc))}'
         with self._out.open("w") as out, self._err.open("w") as err:
             # its own process group: stop() ends make, the demo and its Prefect server together
-            self.proc = subprocess.Popen(cmd, cwd=self.clone, env=env, stdout=out, stderr=err,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(["sh", "-c", record, "sh", *cmd], cwd=self.clone, env=env, stdout=out,
+                                         stderr=err, start_new_session=True)
+
+    @classmethod
+    def attach(cls, workdir: Path) -> BackgroundDemo:
+        """The demo another process started under ``workdir`` (it is stopped by that process, not by this one)."""
+        return cls(workdir, start=False)
 
     def result(self) -> subprocess.CompletedProcess[str]:
-        try:
-            rc = self.proc.wait(timeout=TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self.stop()
-            raise
-        return subprocess.CompletedProcess(self.proc.args, rc, self._out.read_text(), self._err.read_text())
+        deadline = self.started + TIMEOUT_S
+        while not self._rc.exists():
+            if self.proc is not None and self.proc.poll() is not None and not self._rc.exists():
+                break  # ended without writing its status: stopped by a signal
+            if time.monotonic() > deadline:
+                self.stop()
+                raise subprocess.TimeoutExpired(_demo_command()[0], TIMEOUT_S)
+            time.sleep(1)
+        rc = int(self._rc.read_text()) if self._rc.exists() else -1
+        return subprocess.CompletedProcess(_demo_command()[0], rc, self._out.read_text(), self._err.read_text())
 
     def stop(self) -> None:
         """End the demo if it still runs (the session ended without the test, or was interrupted)."""
-        if self.proc.poll() is None:
+        if self.proc is not None and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
             try:
                 self.proc.wait(timeout=30)
@@ -89,3 +111,5 @@ class BackgroundDemo:
 
 
 BACKGROUND_DEMO = pytest.StashKey[BackgroundDemo]()  # where tests/conftest.py keeps the one it started
+#: The pytest-xdist ``workerinput`` key naming the controller's demo dir (tests/conftest.py).
+WORKER_INPUT = "fresh_clone_demo_dir"
