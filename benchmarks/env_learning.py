@@ -7,6 +7,11 @@ tests. Only the GRPO steps are in the curve: step 1 is the SFT model's own rollo
 
     .venv/bin/python benchmarks/env_learning.py [--seeds 0 1 2] [--steps 10] [--window 5] [--out-dir runs/benchmarks/env_learning]
     .venv/bin/python benchmarks/env_learning.py --backend verl   # the same on verl (local_verl_learning.yaml, Ray job)
+    .venv/bin/python benchmarks/env_learning.py --transfer [--seeds 0 1 2]   # held-out val / test numbers
+
+``--transfer`` runs benchmarks/env_transfer.py instead (configs/experiments/local_transfer.yaml: synthesised bugs
+split by code location): base / SFT / GRPO on the held-out val and test tasks and, over seeds, the mean and spread
+of the val and test rises (the bundled samples' 2 val tasks cannot say anything about transfer).
 
 Prints one JSON object: per seed the per-step ``reward/mean`` (and std, resolved rate, M recall, grad norm), the
 first-5 vs last-5 means and their difference (``rise``), parse error rate at the first and last GRPO step, wall
@@ -74,7 +79,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="default runs/benchmarks/env_learning (local) or env_learning_verl (verl)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="extra dotted override of local_learning.yaml, repeatable")
+    parser.add_argument("--transfer", action="store_true",
+                        help="held-out numbers: run benchmarks/env_transfer.py (local_transfer.yaml) with these seeds, "
+                        "steps and overrides")
     args = parser.parse_args(argv)
+    if args.transfer:
+        import runpy
+
+        transfer = runpy.run_path(str(ROOT / "benchmarks" / "env_transfer.py"))
+        return transfer["main"](["--seeds", *map(str, args.seeds), "--steps", str(args.steps),
+                                 *(x for item in args.overrides for x in ("--set", item)),
+                                 *(["--out-dir", args.out_dir] if args.out_dir else [])])
     from graph_planner.config.loader import parse_set_override
 
     out_dir = Path(args.out_dir or ROOT / "runs" / "benchmarks" / ("env_learning" if args.backend == "local"
