@@ -105,3 +105,43 @@ def test_hf_rollout_server_generates_tokens_with_logprobs_and_takes_new_weights(
         asyncio.run(server.update_weights({"no.such.weight": torch.zeros(1)}))
     with pytest.raises(ValueError, match="no room within max_model_len"):
         server._generate(list(range(server.max_model_len)), greedy)
+
+
+def test_hf_rollout_server_draws_the_same_sample_for_the_same_request_seed_in_any_order(toy_path):
+    """The agent loop seeds every request (run seed, task, episode, turn): requests reach the server in the order
+    the sandboxes answer, and the same run must still draw the same episodes."""
+    server = HFRolloutServer(toy_path, trust_remote_code=False, max_model_len=None, seed=0)
+    prompt = list(range(5, 25))
+
+    def sample(seed: int) -> list[int]:
+        params = {"temperature": 1.0, "max_tokens": 12, "seed": seed}
+        return asyncio.run(server.generate(prompt, params, request_id=str(seed))).token_ids
+
+    a, b = sample(11), sample(12)
+    assert sample(12) == b and sample(11) == a  # the other order, the same draws
+    assert a != b  # the seed decides the draw (an untrained toy model samples near-uniformly)
+
+
+def test_windowed_model_dir_is_the_same_weights_attending_to_the_last_n_tokens(toy_path, tmp_path):
+    """training.attention_window: the toy Llama checkpoint as Mistral with a sliding window, weights linked; within
+    the window it computes exactly what the original does, and other model types are refused by field name."""
+    from transformers import AutoModelForCausalLM
+
+    from graph_planner.training.verl.attention_window import windowed_model_dir
+
+    out = windowed_model_dir(toy_path, 16, tmp_path / "windowed")
+    config = json.loads((out / "config.json").read_text())
+    assert config["model_type"] == "mistral" and config["sliding_window"] == 16
+    assert (out / "model.safetensors").is_symlink() and (out / "tokenizer.json").is_file()
+    original = AutoModelForCausalLM.from_pretrained(toy_path, attn_implementation="sdpa").eval()
+    windowed = AutoModelForCausalLM.from_pretrained(out, attn_implementation="sdpa").eval()
+    ids = torch.arange(5, 45).unsqueeze(0)
+    with torch.no_grad():
+        assert torch.allclose(original(ids[:, :16]).logits, windowed(ids[:, :16]).logits)
+        assert not torch.allclose(original(ids).logits[0, -1], windowed(ids).logits[0, -1])  # 40 tokens > 16
+
+    other = tmp_path / "qwen"
+    other.mkdir()
+    (other / "config.json").write_text(json.dumps({"model_type": "qwen2"}))
+    with pytest.raises(ValueError, match="training.attention_window"):
+        windowed_model_dir(other, 16, tmp_path / "refused")
