@@ -4,8 +4,8 @@ same load and the same warm caches), ``--repeats`` rounds. Prints one JSON objec
 time and of the CPU time (the grader's own plus every process the run started and reaped: on a loaded machine the
 CPU ratio is the steadier measure of what the checks cost), and the ratios on/off (goal: <= 1.05), and
 ``extra_process_starts``: the programs a graded run starts (successful execve, counted with strace attached to this
-process for one run each way per task, untimed) with the checks on less with them off (goal: <= 1; null without
-strace). The canaries and the recorder run inside the task's own pytest.
+process for one run each way per task, untimed) with the checks on less with them off, median over tasks (goal:
+<= 1; null without strace). The canaries and the recorder run inside the task's own pytest.
 
     .venv/bin/python benchmarks/grading_canaries.py [--repeats 3] [--backend local]
 """
@@ -131,7 +131,8 @@ def main() -> int:
         "cpu_ratio_of_medians": round(statistics.median(cpu["on"]) / statistics.median(cpu["off"]), 4),
         "load_average": os.getloadavg()[0], "verdicts": verdicts, "target_ratio": TARGET_RATIO,
         "process_starts_on": starts["on"], "process_starts_off": starts["off"],
-        "extra_process_starts": (max(a - b for a, b in zip(starts["on"], starts["off"], strict=True))
+        # median over tasks: a git or clean-up step now and then starts one program more or less, either way
+        "extra_process_starts": (statistics.median(a - b for a, b in zip(starts["on"], starts["off"], strict=True))
                                  if starts["on"] and len(starts["on"]) == len(starts["off"]) else None),
         "meets_target": on / off <= TARGET_RATIO and statistics.median(ratios) <= TARGET_RATIO,
     }
