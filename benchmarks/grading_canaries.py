@@ -40,7 +40,7 @@ def _cpu() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-_EXECVE_DONE = re.compile(r"(?:execve\(.*|<\.\.\. execve resumed>.*)\) = 0$", re.M)
+_EXECVE_DONE = re.compile(r"^execve\(.*\) = 0$", re.M)
 
 
 def _tracer_attached() -> bool:
@@ -54,9 +54,9 @@ def _process_starts(run: Callable[[], object]) -> int | None:
     if shutil.which("strace") is None or _tracer_attached():
         return None
     with tempfile.TemporaryDirectory(prefix="gp-bench-strace-") as tmp:
-        trace = Path(tmp) / "execve.txt"
-        tracer = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=execve", "-o", str(trace), "-p", str(os.getpid())],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # -ff: one file per process, so no execve is split into "unfinished" / "resumed" lines
+        tracer = subprocess.Popen(["strace", "-ff", "-qq", "-e", "trace=execve", "-o", str(Path(tmp) / "t"),
+                                   "-p", str(os.getpid())], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
         while not _tracer_attached():
             if tracer.poll() is not None or time.monotonic() > deadline:
@@ -69,7 +69,7 @@ def _process_starts(run: Callable[[], object]) -> int | None:
         finally:
             tracer.terminate()
             tracer.wait()
-        return len(_EXECVE_DONE.findall(trace.read_text()))
+        return sum(len(_EXECVE_DONE.findall(trace.read_text())) for trace in Path(tmp).iterdir())
 
 
 def main() -> int:
@@ -131,7 +131,6 @@ def main() -> int:
         "cpu_ratio_of_medians": round(statistics.median(cpu["on"]) / statistics.median(cpu["off"]), 4),
         "load_average": os.getloadavg()[0], "verdicts": verdicts, "target_ratio": TARGET_RATIO,
         "process_starts_on": starts["on"], "process_starts_off": starts["off"],
-        # median over tasks: a git or clean-up step now and then starts one program more or less, either way
         "extra_process_starts": (statistics.median(a - b for a, b in zip(starts["on"], starts["off"], strict=True))
                                  if starts["on"] and len(starts["on"]) == len(starts["off"]) else None),
         "meets_target": on / off <= TARGET_RATIO and statistics.median(ratios) <= TARGET_RATIO,

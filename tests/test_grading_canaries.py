@@ -219,9 +219,12 @@ def test_the_checks_start_no_program_of_their_own(tmp_path):
         plugin = (plugin_name(), plugin_source(workdir + "/record")) if checks else None
         script = build_script(workdir, "true", "", plugin, plan.sources if checks else {},
                               plan.unittest_sources if checks else None)
-        trace = tmp_path / f"trace{int(checks)}"
-        subprocess.run(["strace", "-f", "-qq", "-e", "trace=execve", "-o", str(trace), "bash", "-c", script.script],
-                       cwd=repo, capture_output=True, text=True, timeout=60, check=True)
-        started[checks] = sorted(re.findall(r'execve\("([^"]+)".*\) = 0$', trace.read_text(), re.M))
+        traces = tmp_path / f"trace{int(checks)}"
+        traces.mkdir()
+        # -ff: one file per process, so no execve is split into "unfinished" / "resumed" lines
+        subprocess.run(["strace", "-ff", "-qq", "-e", "trace=execve", "-o", str(traces / "t"), "bash", "-c",
+                        script.script], cwd=repo, capture_output=True, text=True, timeout=60, check=True)
+        started[checks] = sorted(path for trace in traces.iterdir()
+                                 for path in re.findall(r'execve\("([^"]+)".*\) = 0$', trace.read_text(), re.M))
     assert started[True] == started[False]
     assert "/usr/bin/grep" not in started[True] and len([p for p in started[True] if p.endswith("/cat")]) == 1
