@@ -54,11 +54,10 @@ undeploy:
 	bash scripts/prefect-local.sh stop
 
 # As root (and always in CI) the docker tests get a real engine + registry (scripts/docker-up.sh); elsewhere they skip.
-# Two pytest-xdist workers, a test module whole on one of them (tests/conftest.py says why).
 test: $(STAMP)
 	@if [ "$${CI:-}" = "true" ] || [ "$$(id -u)" = "0" ]; then bash scripts/docker-up.sh >/dev/null || echo "docker-up failed (docker tests will report why)"; fi; \
 	if [ -f .cache/docker/env.sh ]; then . ./.cache/docker/env.sh; fi; \
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	$(BIN)/python -m pytest -q
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not docker and not slow and not ray"
