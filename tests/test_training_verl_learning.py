@@ -71,7 +71,7 @@ def test_verl_grpo_raises_the_training_reward_from_the_sft_model(verl_learning) 
 
 def test_the_verl_run_leaves_an_hf_model_the_report_can_evaluate(verl_learning) -> None:
     """The GRPO column of the before/after table evaluates the job's final model: an HF dir verl wrote."""
-    from graph_planner.training.local.checkpoint import latest_verl_model
+    from graph_planner.config.checkpoints import latest_verl_model
 
     model = latest_verl_model(Path(verl_learning["run_dir"]) / "checkpoints")
     assert model is not None and (model / "config.json").is_file(), verl_learning["run_dir"]
