@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from graph_planner.config.schema import RunConfig
+from graph_planner.telemetry.trackers import read_step_metrics
 
 
 def window_means(values: list[float], window: int) -> tuple[float, float]:
@@ -26,9 +27,10 @@ def window_means(values: list[float], window: int) -> tuple[float, float]:
     return statistics.fmean(values[:w]), statistics.fmean(values[-w:])
 
 
-def train_verl_job(config: RunConfig) -> Path:
-    """verl GRPO through the one train API (``gp train``'s path: the prepared data registered when it is not yet,
-    the Ray job on a private local head, followed to the end); returns the run dir. Raises on failure."""
+def train_through_api(config: RunConfig) -> Path:
+    """GRPO on the configured engine through the one train API (``gp train``'s path; verl: the prepared data
+    registered when it is not yet, the Ray job on a private local head, followed to the end); returns the run dir.
+    Raises on failure."""
     from graph_planner.training.api import train
 
     outcome = train(config)
@@ -51,22 +53,12 @@ def run_learning(config: RunConfig, window: int = 5) -> dict[str, Any]:
                     "episodes": result.episodes, "train_loss": round(result.train_loss, 4)}
         config = config.model_copy(deep=True)
         config.paths.planner_model = str(result.model_dir)
-    steps: list[dict[str, float]] = []
-
-    def on_step(metrics: dict[str, float], step: int, total: int) -> None:
-        steps.append({"step": step, **{k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}})
-
     grpo_started = time.monotonic()
-    if config.training.backend == "verl":
-        from graph_planner.telemetry.trackers import read_step_metrics
-
-        run_dir = train_verl_job(config)  # the job's telemetry bridge logged each step's episodes there
-        steps = [{"step": step, **{k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}}
-                 for step, metrics in read_step_metrics(run_dir / "metrics.jsonl").items() if "reward/mean" in metrics]
-    else:
-        from graph_planner.training.local.run import train_local
-
-        run_dir = train_local(config, on_step=on_step).run_dir
+    run_dir = train_through_api(config)
+    # both engines log each step's episode metrics to the run's metrics.jsonl (verl: the job's telemetry bridge),
+    # so the curve is read the same way whichever engine trained
+    steps = [{"step": step, **{k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}}
+             for step, metrics in read_step_metrics(run_dir / "metrics.jsonl").items() if "reward/mean" in metrics]
     grpo_seconds = time.monotonic() - grpo_started
     rewards = [s.get("reward/mean", 0.0) for s in steps]
     first, last = window_means(rewards, window)
