@@ -34,6 +34,5 @@ def pipeline(config_path: str = DEFAULT_CONFIG, overrides: list[str] = []) -> st
     config = load_resolved(checked)
     warm_start = sft_warm_start(checked, registry) if config.training.sft.enabled else ""
     checkpoint = run_training(checked, registry, warm_start)
-    compare = config.eval.compare_stages and config.training.backend == "local"
-    learning = learning_report(checked, warm_start, checkpoint) if compare else ""
+    learning = learning_report(checked, warm_start, checkpoint) if config.eval.compare_stages else ""
     return publish_report(config_file, evaluate_checkpoint(config_file, checkpoint), checkpoint, learning)

@@ -32,6 +32,12 @@ def sft_warm_start(config_file: str, registry: str) -> str:
     return str(result.model_dir)
 
 
+def _is_model_dir(checkpoint: str) -> bool:
+    """Both engines' final model is an HF dir (local: the checkpoint's model; verl: ``.../actor/huggingface``)."""
+    path = Path(checkpoint)
+    return (path / "config.json").is_file() or (path / "model" / "config.json").is_file()
+
+
 @task(name="learning-report", persist_result=True, cache_policy=_CACHE)
 def learning_report(config_file: str, warm_start: str, checkpoint: str) -> str:
     """Base vs SFT vs GRPO on the training and val tasks; return the dir holding learning.json / learning.md."""
@@ -39,6 +45,10 @@ def learning_report(config_file: str, warm_start: str, checkpoint: str) -> str:
     from graph_planner.training.local.rollout import training_data_path
 
     config = load_resolved(config_file)
+    if not _is_model_dir(checkpoint):  # a verl run whose save_contents has no hf_model: nothing HF can load
+        get_run_logger().warning("learning report skipped: %s is no HF model dir (verl: add hf_model to "
+                                 "actor.checkpoint.save_contents)", checkpoint)
+        return ""
     stages = {"base": config.paths.planner_model}
     if warm_start:
         stages["sft"] = warm_start

@@ -512,7 +512,7 @@ class EvalConfig(Section):
     )
     model_name: str | None = Field(None, description="model_name_or_path in predictions.jsonl (default: run name).")
     compare_stages: bool = Field(
-        False, description="pipeline, local backend: also play the base, SFT and GRPO models on the train and val "
+        False, description="pipeline (either engine): also play the base, SFT and GRPO models on the train and val "
         "tasks (as rollouts do) and put the before/after table in the report."
     )
     compare_episodes_per_task: int = Field(
