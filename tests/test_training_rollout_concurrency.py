@@ -34,6 +34,9 @@ class RecordingHandle:
             raise RuntimeError("engine lost")
         return [[Generation(f"answer to {p[0]['content']}", [], [], [])] for p in prompts]
 
+    def finish_reason(self, response_ids, sampling):
+        return "stop"  # its answers are never cut at a length limit
+
 
 def play_members(batcher: GenerationBatcher, turns: list[int]) -> dict[int, list[object]]:
     """Member i asks ``turns[i]`` times, then leaves; returns what each member got (answers or errors)."""
