@@ -34,8 +34,10 @@ def sft_warm_start(config_file: str, registry: str) -> str:
 
 def _is_model_dir(checkpoint: str) -> bool:
     """Both engines' final model is an HF dir (local: the checkpoint's model; verl: ``.../actor/huggingface``)."""
-    path = Path(checkpoint)
-    return (path / "config.json").is_file() or (path / "model" / "config.json").is_file()
+    from graph_planner.config.checkpoints import MODEL_DIR
+    from graph_planner.config.model_paths import MODEL_FILES
+
+    return any((Path(checkpoint) / sub / name).is_file() for sub in ("", MODEL_DIR) for name in MODEL_FILES)
 
 
 @task(name="learning-report", persist_result=True, cache_policy=_CACHE)

@@ -249,16 +249,7 @@ class MultiTracker:
 
         In this thread, not through the background sender: ``watch`` only registers hooks on the local model (no
         server round trip), and they must be in place before the next backward pass, or its gradients are lost."""
-        with self._lock:
-            if self._finished:
-                return
-            for name, tracker in self.trackers.items():
-                if hasattr(tracker, "watch"):
-                    health = self.health.get(name)
-                    if health is not None:
-                        health.call(tracker.watch, model)
-                    else:
-                        tracker.watch(model)
+        self._each("watch", model, in_caller_thread=True)
 
     def log_table(self, key: str, columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> None:
         """A table (e.g. per-task eval results) to the trackers that hold tables (W&B)."""
@@ -280,17 +271,17 @@ class MultiTracker:
                 out.update(tracker.links())
         return out
 
-    def _each(self, method: str, *args: Any) -> None:
+    def _each(self, method: str, *args: Any, in_caller_thread: bool = False) -> None:
         with self._lock:
             if self._finished:
                 return
             for name, tracker in self.trackers.items():
                 if hasattr(tracker, method):
-                    self._call(name, getattr(tracker, method), *args)
+                    self._call(name, getattr(tracker, method), *args, in_caller_thread=in_caller_thread)
 
-    def _call(self, name: str, fn: Any, *args: Any) -> None:
+    def _call(self, name: str, fn: Any, *args: Any, in_caller_thread: bool = False) -> None:
         sender = self._senders.get(name)
-        if sender is not None:
+        if sender is not None and not in_caller_thread:
             sender.submit(fn, *args)
             return
         health = self.health.get(name)
