@@ -14,6 +14,8 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from graph_planner.config.loader import load_run_config
 from graph_planner.config.paths import run_paths
 from graph_planner.training.verl.config import (
+    ACTOR_MIXED_PRECISION,
+    REF_MIXED_PRECISION,
     VerlDataPaths,
     build_verl_overrides,
     default_data_paths,
@@ -53,7 +55,9 @@ def test_presets_match_golden_files(preset):
 def test_preset_overrides_compose_against_verl_schema(preset):
     overrides = preset_overrides(preset)
     keys = verl_schema_keys()
-    assert [o for o in overrides if o.split("=", 1)[0] not in keys] == []  # nothing needs a '+'
+    # nothing needs a '+' but the FSDP engine's mixed_precision, a field verl's YAML leaves out
+    assert [o.split("=", 1)[0] for o in overrides if o.split("=", 1)[0] not in keys] == [
+        f"+{ACTOR_MIXED_PRECISION}", f"+{REF_MIXED_PRECISION}"]
     cfg = compose_verl(overrides)
     config = load_run_config(ROOT / "configs" / "experiments" / f"{preset}.yaml")
     assert cfg.algorithm.adv_estimator == "grpo"
@@ -121,6 +125,35 @@ def test_resume_modes_loggers_and_kl_switch():
     kl = translate(**{"training.kl_coef": 0.01, "training.kl_loss_type": "k3"})
     assert (kl["actor_rollout_ref.actor.kl_loss_coef"], kl["actor_rollout_ref.actor.kl_loss_type"]) == ("0.01", "k3")
     assert translate(**{"logging.eval_interval": 0})["trainer.test_freq"] == "-1"
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_the_fsdp_engine_computes_in_training_precision(precision):
+    """verl's FSDP engine ignores fsdp_config.dtype and computes in bf16 unless fsdp_config.mixed_precision says
+    otherwise: an fp32 run (the CPU learning config) must reach the engine as fp32, actor and reference alike."""
+    from verl.utils.config import omega_conf_to_dataclass
+
+    config = load_run_config(ROOT / "configs" / "experiments" / "local_verl_learning.yaml",
+                             {"training.precision": precision})
+    cfg = compose_verl(build_verl_overrides(config, VerlDataPaths("/d/train.parquet"), "/r"))
+    for role in ("actor", "ref"):
+        engine = omega_conf_to_dataclass(cfg.actor_rollout_ref[role].fsdp_config)
+        assert engine.mixed_precision["param_dtype"] == precision
+        assert engine.mixed_precision["reduce_dtype"] == "fp32"
+    # a passthrough field of it is set inside the dict, not appended as a second key
+    tweaked = config.model_copy(update={"verl_overrides": {
+        "actor_rollout_ref": {"actor": {"fsdp_config": {"mixed_precision": {"reduce_dtype": "bf16"}}}}}})
+    cfg = compose_verl(build_verl_overrides(tweaked, VerlDataPaths("/d/train.parquet"), "/r"))
+    assert dict(cfg.actor_rollout_ref.actor.fsdp_config.mixed_precision) == {
+        "param_dtype": precision, "reduce_dtype": "bf16", "buffer_dtype": "fp32"}
+
+
+def test_one_gpu_keeps_grpo_groups_whole_in_mini_batches():
+    """verl's balance_batch sorts a one-rank batch by length, which splits each GRPO group over mini-batches; the
+    local engine's mini-batches hold whole groups. Off on one GPU (nothing to balance), on with more."""
+    one = load_run_config(ROOT / "configs" / "experiments" / "local_verl_learning.yaml")
+    assert as_dict(build_verl_overrides(one, VerlDataPaths("/d/t.parquet"), "/r"))["trainer.balance_batch"] == "false"
+    assert as_dict(preset_overrides("planner_8g"))["trainer.balance_batch"] == "true"
 
 
 @pytest.mark.parametrize("value", ["/data/x.parquet", "Qwen/Qwen3-14B", "~/models/m", "true", "null", "1e-6", "42",

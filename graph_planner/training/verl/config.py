@@ -178,6 +178,9 @@ def base_overrides(config: RunConfig, data_paths: VerlDataPaths, run_dir: str | 
         "actor_rollout_ref.actor.use_kl_loss": t.kl_coef > 0,
         "actor_rollout_ref.actor.fsdp_config.dtype": dtype,
         "actor_rollout_ref.ref.fsdp_config.dtype": dtype,
+        # what verl's FSDP engine computes in (fsdp_config.dtype is not read there: without this, bf16)
+        f"+{ACTOR_MIXED_PRECISION}": mixed_precision(t.precision),
+        f"+{REF_MIXED_PRECISION}": mixed_precision(t.precision),
         "actor_rollout_ref.rollout.name": t.rollout_engine,
         "actor_rollout_ref.rollout.n": t.group_size,
         "actor_rollout_ref.rollout.tensor_model_parallel_size": config.parallel.tensor_parallel_planner,
@@ -193,6 +196,8 @@ def base_overrides(config: RunConfig, data_paths: VerlDataPaths, run_dir: str | 
         "trainer.project_name": config.logging.wandb.project,
         "trainer.experiment_name": config.run_name,
         "trainer.logger": VERL_LOGGERS,
+        # one GPU: verl's length balancing only reorders the batch, splitting each GRPO group over mini-batches
+        "trainer.balance_batch": layout.total > 1,
         "trainer.nnodes": layout.nnodes,
         "trainer.n_gpus_per_node": layout.n_gpus_per_node,
         "trainer.save_freq": config.logging.save_interval,
@@ -210,6 +215,19 @@ def base_overrides(config: RunConfig, data_paths: VerlDataPaths, run_dir: str | 
     if agent_loop_config_path is not None:
         out["actor_rollout_ref.rollout.agent.agent_loop_config_path"] = str(agent_loop_config_path)
     return out
+
+
+#: FSDPEngineConfig fields verl's Hydra YAML leaves out (so they take a ``+``): the FSDP engine's compute precision.
+ACTOR_MIXED_PRECISION = "actor_rollout_ref.actor.fsdp_config.mixed_precision"
+REF_MIXED_PRECISION = "actor_rollout_ref.ref.fsdp_config.mixed_precision"
+
+
+def mixed_precision(precision: str) -> dict[str, str]:
+    """``training.precision`` as verl's ``fsdp_config.mixed_precision``: the dtype the FSDP engine's forward and
+    backward run in (FSDP2 ``MixedPrecisionPolicy.param_dtype`` and the autocast dtype); gradients are reduced and
+    buffers kept in fp32. verl 0.9.1 reads only this for its FSDP engine and falls back to bf16 when it is unset,
+    whatever ``fsdp_config.dtype`` says: an fp32 run would train in bf16 (the local backend's fp32 does not)."""
+    return {"param_dtype": precision, "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
 
 
 def micro_batches(config: RunConfig, layout: GpuLayout) -> dict[str, Any]:
@@ -341,7 +359,13 @@ def build_verl_overrides(config: RunConfig, data_paths: VerlDataPaths, run_dir: 
     schema = verl_schema_keys()
     for key, value in {**(platform_overrides or {}), **flatten(config.verl_overrides)}.items():
         bare = key.lstrip("+~")
+        parent = next((k for k, v in merged.items() if isinstance(v, dict) and bare.startswith(k.lstrip("+") + ".")),
+                      None)
+        if parent is not None:  # a field of a dict value we emit (mixed_precision.param_dtype): set it in there
+            merged[parent] = {**merged[parent], bare[len(parent.lstrip("+")) + 1:]: value}
+            continue
         merged.pop(bare, None)
+        merged.pop(f"+{bare}", None)
         merged[_passthrough_key(key, schema)] = value
     return [f"{key}={hydra_value(value)}" for key, value in merged.items()]
 
