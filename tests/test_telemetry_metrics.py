@@ -126,4 +126,5 @@ def test_verl_job_tracker_logs_the_seed_names(tmp_path):
         assert f"{name}:{value}" in done.stdout, done.stdout
     cpu = prepare_job(load_run_config(None, {}), ["--config-file", "c.yaml"], Cluster("http://x", cpu_platform=True))
     assert cpu.runtime_env["env_vars"]["VERL_USE_EXTERNAL_MODULES"] == \
-        "graph_planner.telemetry.verl_names,graph_planner.training.verl.compat,graph_planner.training.verl.cpu"
+        "graph_planner.telemetry.verl_names,graph_planner.training.verl.compat,graph_planner.training.verl.hf_rollout," \
+        "graph_planner.training.verl.cpu"

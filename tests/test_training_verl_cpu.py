@@ -1,8 +1,10 @@
-"""verl's CPU path (graph_planner.training.verl.cpu) with the real verl 0.9.1 and the toy model, no Ray:
+"""verl's CPU path (graph_planner.training.verl.cpu) and the hf rollout (graph_planner.training.verl.hf_rollout)
+with the real verl 0.9.1 and the toy model, no Ray:
 
-- with ``VERL_PLATFORM=cpu`` (what the job's runtime env sets) ``import verl`` loads it: platform ``cpu`` with
-  gloo and ``current_device() == "cpu"``, the FSDP engine for cpu, the ``hf`` rollout replica and adapter;
-- without it (a GPU machine) nothing is registered;
+- with ``VERL_PLATFORM=cpu`` (what a CPU job's runtime env sets) ``import verl`` loads the CPU path: platform
+  ``cpu`` with gloo and ``current_device() == "cpu"``, the FSDP engine for cpu, the process-group and reference
+  offload patches, and the ``hf`` rollout replica and adapter;
+- on a GPU cluster's job env the ``hf`` rollout is registered and none of the CPU path is applied;
 - the hf rollout server generates token-in/token-out with log-probs and serves the actor's new weights.
 """
 
@@ -22,7 +24,7 @@ from graph_planner.config.loader import load_run_config
 from graph_planner.models.toy import ensure_toy_checkpoint
 from graph_planner.training.ray.job import Cluster, prepare_job
 from graph_planner.training.verl.compat import trl_lacks_value_head
-from graph_planner.training.verl.cpu import HFRolloutServer
+from graph_planner.training.verl.hf_rollout import HFRolloutServer
 
 PROBE = """
 import json, verl
@@ -31,13 +33,24 @@ from verl.workers.rollout.replica import RolloutReplicaRegistry
 from verl.workers.rollout import base
 from verl.workers.engine.base import EngineRegistry
 from verl.models.transformers import monkey_patch
+from verl.plugin.platform import PlatformRegistry
+from verl.utils import distributed
+from verl.workers import engine_workers
+from verl.workers.engine.fsdp import transformer_impl
+from torch.distributed.fsdp import CPUOffloadPolicy
 out = {"trl_seen_by_verl": monkey_patch.is_trl_available(), "device": get_device_name(), "backend": get_nccl_backend(), "hf_replica": "hf" in RolloutReplicaRegistry._registry,
-       "hf_adapter": ("hf", "async") in base._ROLLOUT_REGISTRY}
+       "hf_adapter": ("hf", "async") in base._ROLLOUT_REGISTRY,
+       "cpu_patches": {"platform": "cpu" in PlatformRegistry.registered_names(),
+                       "engine": "cpu" in EngineRegistry._engines.get("language_model", {}).get("fsdp2", {}),
+                       "process_group": engine_workers.initialize_global_process_group_ray
+                                        is not distributed.initialize_global_process_group_ray,
+                       "ref_offload": transformer_impl.CPUOffloadPolicy is not CPUOffloadPolicy}}
 if out["hf_replica"]:
-    out["device_id"] = get_device_id()
-    out["engine"] = EngineRegistry.get_engine_cls("language_model", "fsdp2").__name__
     out["adapter"] = base.get_rollout_class("hf").__name__
     out["replica"] = RolloutReplicaRegistry.get("hf").__name__
+if out["device"] == "cpu":  # on the faked cuda platform there is no device to ask for
+    out["device_id"] = get_device_id()
+    out["engine"] = EngineRegistry.get_engine_cls("language_model", "fsdp2").__name__
 print("PROBE " + json.dumps(out))
 """
 
@@ -63,17 +76,25 @@ def job_verl_env(cpu_platform: bool) -> dict[str, str]:
 def test_cpu_job_env_loads_the_cpu_platform_engine_and_hf_rollout_in_verl():
     out = probe(job_verl_env(cpu_platform=True))
     expected_trl = importlib.util.find_spec("trl") is not None and not trl_lacks_value_head()
+    all_patches = {"platform": True, "engine": True, "process_group": True, "ref_offload": True}
     assert out == {"device": "cpu", "backend": "gloo", "hf_replica": True, "hf_adapter": True, "device_id": "cpu",
                    "engine": "FSDPEngineWithLMHead", "adapter": "HFServerAdapter", "replica": "HFReplica",
+                   "cpu_patches": all_patches,
                    "trl_seen_by_verl": expected_trl}  # a trl without the value head class is hidden from verl
 
 
 @pytest.mark.slow
-def test_gpu_cluster_job_env_loads_none_of_the_cpu_path():
+def test_gpu_cluster_job_env_with_the_cuda_platform_faked_registers_hf_rollout_without_cpu_patches():
+    """A GPU cluster's job env (no VERL_PLATFORM=cpu) with verl's platform check faked to ``nvidia`` (this machine
+    has no GPU: VERL_PLATFORM=nvidia is what verl's detection answers on one): the hf rollout is there for
+    ``rollout.name=hf``, and none of the CPU patches is applied."""
     env = job_verl_env(cpu_platform=False)
-    assert "VERL_PLATFORM" not in env and "verl_cpu" not in env["VERL_USE_EXTERNAL_MODULES"]
-    out = probe(env)
-    assert out["hf_replica"] is False and out["hf_adapter"] is False and out["device"] == "cuda"
+    assert "VERL_PLATFORM" not in env and "verl.cpu" not in env["VERL_USE_EXTERNAL_MODULES"]
+    assert "graph_planner.training.verl.hf_rollout" in env["VERL_USE_EXTERNAL_MODULES"].split(",")
+    out = probe({**env, "VERL_PLATFORM": "nvidia"})
+    assert out["device"] == "cuda" and out["backend"] == "nccl"
+    assert out["hf_replica"] is True and out["hf_adapter"] is True and out["replica"] == "HFReplica"
+    assert out["cpu_patches"] == {"platform": False, "engine": False, "process_group": False, "ref_offload": False}
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +104,9 @@ def toy_path(tmp_path_factory) -> str:
 
 def test_hf_rollout_server_generates_tokens_with_logprobs_and_takes_new_weights(toy_path):
     server = HFRolloutServer(toy_path, trust_remote_code=False, max_model_len=None, seed=0)
+    expected_device = "cuda" if torch.cuda.is_available() else "cpu"  # the GPU check runs this test on one
+    assert server.model.device.type == expected_device
+    assert asyncio.run(server.get_status())["device"].startswith(expected_device)
     prompt = list(range(5, 25))
     greedy = {"temperature": 0, "max_tokens": 6, "logprobs": True}
     first = asyncio.run(server.generate(prompt, greedy, request_id="a"))

@@ -50,6 +50,8 @@ EXIT_SUCCEEDED, EXIT_FAILED, EXIT_REFUSED = 0, 1, 2
 TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
 ENTRY_MODULE = "graph_planner.training.verl.entry"
 VERL_COMPAT_MODULE = "graph_planner.training.verl.compat"
+#: The ``hf`` rollout (transformers.generate), registered on every cluster; ``rollout.name=hf`` picks it.
+HF_ROLLOUT_MODULE = "graph_planner.training.verl.hf_rollout"
 #: Never shipped to the cluster: environments, data, runs, caches (the 512 MiB upload cap; code only).
 UPLOAD_EXCLUDES = [".venv", ".git", ".cache", "runs", "prepared", "outputs", "wandb", ".pytest_cache", ".ruff_cache",
                    ".mypy_cache", "__pycache__", "*.egg-info", "*.parquet", "*.safetensors", "*.bin", "*.pt",
@@ -77,8 +79,8 @@ def job_runtime_env(config: RunConfig) -> dict[str, Any]:
 
     env_vars = {**config.resources.system_envs, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false",
                 # seed 000 section 5: verl's tracker also logs train/kl, train/entropy, ... (telemetry.verl_names);
-                # verl 0.9.1 fixes for every platform (training.verl.compat)
-                "VERL_USE_EXTERNAL_MODULES": f"{SEED_METRIC_NAMES_MODULE},{VERL_COMPAT_MODULE}",
+                # verl 0.9.1 fixes for every platform (training.verl.compat); the hf rollout, CPU or GPU
+                "VERL_USE_EXTERNAL_MODULES": f"{SEED_METRIC_NAMES_MODULE},{VERL_COMPAT_MODULE},{HF_ROLLOUT_MODULE}",
                 # verl's file logger runs in its TaskRunner actor, which sees the job's env, not the driver's
                 "VERL_FILE_LOGGER_PATH": str((telemetry_dir(config) / VERL_METRICS_FILE).resolve())}
     if config.logging.wandb.offline:
