@@ -94,3 +94,18 @@ def test_with_three_steps_left_the_explore_flow_commits_the_code_under_test_not_
     action = RulePolicy().next_action(obs, history)
     assert isinstance(action, MemoryCommit) and action.node_ids[0] == "fn:textkit/slug.py::unique_slug"
     assert not any(i.startswith("fn:tests/") for i in action.node_ids)
+
+
+def test_the_sft_demonstrator_searches_the_failing_test_a_cut_prompt_still_shows():
+    """Prompts keep their last tokens: the demonstrator searches the test the report quotes last, then the
+    others, so a demonstration never asks the model to type a name cut from its prompt when one is in view."""
+    from graph_planner.training.sft.data import ExploringRulePolicy
+
+    demonstrator = ExploringRulePolicy(0.0, seed=0, flow="search")
+    first = demonstrator.next_action(_obs(), [])
+    assert isinstance(first, ExploreFind) and first.query == "test_plain_keeps_link"
+    second = demonstrator.next_action(_obs(), [_turn("explore_find", query="test_plain_keeps_link")])
+    assert isinstance(second, ExploreFind) and second.query == "test_unique_slug_adds_counter"
+    # a report without pytest ids is searched as before
+    plain = {**_obs(), "issue": {"title": "slugify drops digits", "text": "`slugify('a1')` returns 'a'"}}
+    assert demonstrator.next_action(plain, []) == RulePolicy().next_action(plain, [])

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from graph_planner.agents.model_policy import ModelPolicy
-from graph_planner.agents.rule_policy import RulePolicy, SynthesizerOnlyPolicy, issue_queries
+from graph_planner.agents.rule_policy import RulePolicy, SynthesizerOnlyPolicy, failing_tests, issue_queries
 from graph_planner.config.schema import RunConfig
 from graph_planner.episode.actions import ActionBase, ExploreExpand, ExploreFind, MemoryCommit, Read, Repair
 from graph_planner.episode.turns import Turn
@@ -68,7 +68,7 @@ class ExploringRulePolicy(RulePolicy):
         self.rng = random.Random(seed)
 
     def next_action(self, obs: dict[str, Any], history: list[Turn]) -> ActionBase:
-        action = self._explore(self.flow.next_action(obs, history), obs)
+        action = self._explore(self._test_in_view(self.flow.next_action(obs, history), obs, history), obs)
         if not self.compact:
             return action
         if isinstance(action, MemoryCommit):
@@ -76,6 +76,24 @@ class ExploringRulePolicy(RulePolicy):
         if isinstance(action, Repair):
             return Repair(plan=self.SHORT_PLAN)
         return action
+
+    @staticmethod
+    def _test_in_view(action: ActionBase, obs: dict[str, Any], history: list[Turn]) -> ActionBase:
+        """A search for a failing test names the one the issue quotes LAST (of those not searched yet): prompts
+        are cut to their last ``training.max_prompt_length`` tokens, and a symptom report's first test ids are
+        often cut (at 128 tokens the first quoted test was in view on 3 of the 22 val tasks, the last on 9; at
+        192 the last on all 22): a demonstration that searches a name the model cannot see teaches it to recall
+        train-set names instead of reading the report. Any failing test leads to the code under test."""
+        if not isinstance(action, ExploreFind):
+            return action
+        issue = obs.get("issue", {})
+        tests = [name.rsplit(".", 1)[-1]
+                 for _, name in failing_tests(f"{issue.get('title', '')}\n{issue.get('text', '')}")]
+        if action.query not in tests:
+            return action
+        tried = {t.action["arguments"].get("query") for t in history if t.action and t.action["name"] == "explore_find"}
+        untried = [t for t in tests if t not in tried]
+        return action.model_copy(update={"query": untried[-1]}) if untried else action
 
     def _explore(self, action: ActionBase, obs: dict[str, Any]) -> ActionBase:
         if self.epsilon <= 0 or self.rng.random() >= self.epsilon:
