@@ -16,17 +16,30 @@
 # rc and seconds, and what each read), gpu_check.log (all output), heartbeat.json, metrics_<precision>.jsonl.
 # Every step together gets BUDGET_S seconds; the exit status is the number of failed steps.
 #
-#   bash scripts/gpu_check.sh
+# `verl` runs the verl check instead (docs/training.md, "GPU check"): the verl job's entrypoint
+# (graph_planner.training.verl.entry, what the Ray job runs; verl's main_ppo starts Ray here with ray.init, no Ray
+# Jobs dashboard) for 2 steps on configs/experiments/local_verl.yaml with the hf rollout on the GPU and the
+# project's agent loop, NVML sampled meanwhile (scripts/gpu_check.py verl), then the hf rollout server's test on
+# the GPU. It needs Ray and verl's runtime imports in .whl/ (VERL=1 bash scripts/gpu_wheels.sh). Results:
+# summary_verl.json, gpu_check_verl.log, verl_check.json (step times, GPU memory per process, verl's metrics).
+#
+#   bash scripts/gpu_check.sh          # the local backend's GPU paths
+#   bash scripts/gpu_check.sh verl     # the verl job, 2 steps
 set -uo pipefail
 cd "$(dirname "$0")/.."
+MODE=${1:-local}
+case "$MODE" in
+  local) CONFIG=configs/experiments/local_debug.yaml; BUDGET_S=400; SUFFIX="" ;;
+  verl) CONFIG=configs/experiments/local_verl.yaml; BUDGET_S=480; SUFFIX="_verl" ;;
+  *) echo "usage: bash scripts/gpu_check.sh [local|verl]" >&2; exit 2 ;;
+esac
+# BUDGET_S: every step together; the device run's timeout_s should leave a minute above it
 OUT=${OUT:-$PWD/runs/gpu-check}
 WORK=/tmp/gpu-check
 SITE=$WORK/site
-CONFIG=configs/experiments/local_debug.yaml
-BUDGET_S=400  # every step together: the device run's timeout_s should leave a minute above it
-rm -rf "$WORK" runs/gpu-check-train-*  # a warm machine keeps ignored paths: no resume from an earlier try
+rm -rf "$WORK" runs/gpu-check-train-* runs/gpu-check-verl  # a warm machine keeps ignored paths: no resume
 mkdir -p "$OUT" "$WORK"
-exec > >(tee "$OUT/gpu_check.log") 2>&1
+exec > >(tee "$OUT/gpu_check$SUFFIX.log") 2>&1
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 FAILED=0
 STEPS=$WORK/steps.jsonl  # one line per step: rc, seconds
@@ -52,7 +65,7 @@ step() {
   echo "=== $name: rc=$rc in $((SECONDS - t0))s"
   [ "$rc" -eq 0 ] || FAILED=$((FAILED + 1))
   printf '{"step": "%s", "rc": %d, "s": %d}\n' "$name" "$rc" "$((SECONDS - t0))" >>"$STEPS"
-  python3 scripts/gpu_check.py summary "$STEPS" "$FACTS" "$OUT/summary.json" "$FAILED"
+  python3 scripts/gpu_check.py summary "$STEPS" "$FACTS" "$OUT/summary$SUFFIX.json" "$FAILED"
 }
 
 echo "=== machine"
@@ -68,6 +81,18 @@ else
   echo "no .whl/ here: using the packages python3 already has"
 fi
 export PYTHONPATH=$SITE:$PWD
+if [ "$MODE" = verl ]; then
+  step env 60 python3 scripts/gpu_check.py env "$FACTS"
+  # every module the job's processes import, named when one is missing (no stub: this check runs Ray)
+  step imports 120 python3 -c "import ray, hydra, torchdata, accelerate, peft, aiohttp, fastapi, uvicorn, pynvml
+import verl.trainer.main_ppo, verl.workers.engine_workers, verl.experimental.agent_loop.agent_loop
+import graph_planner.training.verl.entry, graph_planner.training.verl.agent_loop, graph_planner.training.verl.hf_rollout
+print('imports ok: ray', ray.__version__)"
+  step verl 420 python3 scripts/gpu_check.py verl "$CONFIG" "$FACTS" "$OUT/verl_check.json"
+  step tests 90 python3 -m pytest -q -p no:cacheprovider tests/test_training_verl_cpu.py -k hf_rollout_server
+  cat "$OUT/summary$SUFFIX.json"
+  exit "$FAILED"
+fi
 if ! python3 -c "import ray" 2>/dev/null; then
   mkdir -p "$WORK/stub/ray"
   cat >"$WORK/stub/ray/__init__.py" <<'EOF'

@@ -52,6 +52,8 @@ class HFRolloutServer:
         self.model = load_causal_lm(
             model_path, dtype=torch.float32, trust_remote_code=trust_remote_code, attn_implementation="sdpa")
         self.model.to(self.device).eval()
+        # one line in the job log (Ray forwards actor stdout; logging below WARNING is not shown there)
+        print(f"hf rollout server: model on {self.device} ({model_path})", flush=True)
         limit = getattr(self.model.config, "max_position_embeddings", None)
         self.max_model_len = int(max_model_len or limit or 4096)
         self.global_steps: int | None = None
