@@ -273,9 +273,16 @@ class DockerSandbox(ShellSandbox):
             raise SandboxError(f"{self.where}: {self.task.workdir} is not a git repository at the task base "
                                f"({res.output.strip()[-400:]}); rebuild the image with `gp images build`")
         head = res.stdout.strip()
-        if self.task.base_commit and head != self.task.base_commit:
-            log.warning("task %s: %s has HEAD %s, the record says base_commit %s", self.task.task_id, self.where,
-                        head, self.task.base_commit)
+        base = self.task.base_commit
+        if base and head != base:
+            # an image shared by several tasks (a synth task repository: images.TASK_REFS) holds every task's
+            # commit: check this task's out; the history trim that follows drops the other tasks' objects
+            quoted = shlex.quote(base)
+            moved = self._exec_raw(f"git cat-file -e {quoted}^{{commit}} && git checkout -q --detach {quoted} && "
+                                   "git clean -fdq", self.settings.exec_timeout, None)
+            if not moved.ok:
+                log.warning("task %s: %s has HEAD %s, the record says base_commit %s", self.task.task_id,
+                            self.where, head, base)
 
     def _open_session(self) -> None:
         env = {**SAFE_GIT_ENV, "LC_ALL": "C.UTF-8", **self.task.env}

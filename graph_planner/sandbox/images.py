@@ -37,6 +37,9 @@ _IGNORED = shutil.ignore_patterns("__pycache__", ".pytest_cache", "*.pyc", ".git
 _URL = re.compile(r"^(?:[a-z][a-z0-9+.-]*://|[\w.-]+@[\w.-]+:)", re.IGNORECASE)
 
 BuildStatus = Literal["built", "cached", "skipped", "failed"]
+#: A git repository with commits under this prefix is a task repository (synth/taskrepo.py: one root commit per task):
+#: one image holds all of them, shared by its tasks.
+TASK_REFS = "refs/tasks/"
 
 
 class ImageBuildError(RuntimeError):
@@ -147,12 +150,22 @@ def build_sample_images(records: Iterable[TaskRecord], dataset_dir: str | Path,
     base_id = _image_id(client, base_image)
     groups: dict[tuple[Path, str, str | None], list[TaskRecord]] = defaultdict(list)
     results: list[ImageBuild] = []
+    task_repos: dict[Path, bool] = {}
     for task in records:
         source = task.resolve_repo_path(dataset_dir)
         if task.build is not None or source is None or not task.image:
             continue
-        # a plain tree gets one deterministic commit; a real repository is checked out at each task's base
+        # a plain tree gets one deterministic commit; a real repository is checked out at each task's base; a task
+        # repository (commits under refs/tasks/, synth) is one image for all its tasks
         commit = task.base_commit if (source / ".git").exists() else None
+        if commit is not None:
+            if source not in task_repos:
+                try:
+                    task_repos[source] = bool(_task_refs(source))
+                except GitError:
+                    task_repos[source] = False  # the build below reports the broken repository
+            if task_repos[source]:
+                commit = TASK_REFS
         groups[(source, task.workdir, commit)].append(task)
     for (source, workdir, commit), tasks in groups.items():
         tags = sorted({t.image for t in tasks if t.image})
@@ -166,19 +179,29 @@ def build_sample_images(records: Iterable[TaskRecord], dataset_dir: str | Path,
             results.append(ImageBuild(tags, "failed", ids, f"repo_path {source} is not a directory"))
             continue
         try:
-            content = f"git:{commit or head_commit(source)}" if (source / ".git").exists() else tree_digest(source)
+            if commit == TASK_REFS:
+                content = "tasks:" + _digest(*_task_refs(source))
+            else:
+                content = f"git:{commit or head_commit(source)}" if (source / ".git").exists() else tree_digest(source)
             digest = _digest(content, dockerfile.read_text(), base_id, workdir)
             if not force and _all_tagged_with(client, tags, digest):
                 results.append(ImageBuild(tags, "cached", ids, seconds=time.monotonic() - started))
                 continue
             with tempfile.TemporaryDirectory(prefix="gp-image-") as tmp:
                 repo = Path(tmp) / "repo"
-                head = _source_at_commit(source, commit, repo)
-                wrong = [f"{t.task_id} expects {t.base_commit}" for t in tasks if t.base_commit and
-                         t.base_commit != head]
-                if wrong:
-                    raise ImageBuildError(f"{source} commits as {head}, but " + "; ".join(wrong) +
-                                          " (re-run `gp data prepare` or datasets/sample/build_rows.py)")
+                if commit == TASK_REFS:
+                    held = _task_repo_copy(source, repo)
+                    missing = [t.task_id for t in tasks if t.base_commit not in held]
+                    if missing:
+                        raise ImageBuildError(f"task repository {source} holds no {TASK_REFS} commit for the "
+                                              f"base_commit of {', '.join(missing)} (re-run `gp data synth`)")
+                else:
+                    head = _source_at_commit(source, commit, repo)
+                    wrong = [f"{t.task_id} expects {t.base_commit}" for t in tasks if t.base_commit and
+                             t.base_commit != head]
+                    if wrong:
+                        raise ImageBuildError(f"{source} commits as {head}, but " + "; ".join(wrong) +
+                                              " (re-run `gp data prepare` or datasets/sample/build_rows.py)")
                 _build(client, Path(tmp), dockerfile, tags, {"BASE_IMAGE": base_image, "WORKDIR": workdir},
                        {LABEL_SOURCE: digest}, network=False)
         except (ImageBuildError, GitError, OSError) as exc:
@@ -187,6 +210,28 @@ def build_sample_images(records: Iterable[TaskRecord], dataset_dir: str | Path,
         log.info("built %s for %d task(s) from %s", ", ".join(tags), len(tasks), source)
         results.append(ImageBuild(tags, "built", ids, seconds=time.monotonic() - started))
     return results
+
+
+def _task_refs(source: Path) -> list[str]:
+    """Sorted commit ids under refs/tasks/ of a git repository (a task repository's tasks; empty for others)."""
+    listing = run_git(source, "for-each-ref", "--format=%(objectname)", TASK_REFS)
+    return sorted({line.strip() for line in listing.splitlines() if line.strip()})
+
+
+def _task_repo_copy(source: Path, dest: Path) -> set[str]:
+    """A task repository's commits (refs/tasks/*, nothing else) in a fresh repository at ``dest``, checked out at
+    the first; returns the commit ids it holds. Every task of the repository shares the image: a container checks
+    out its task's base and drops the other tasks' objects when it starts (sandbox/history.py)."""
+    dest.mkdir(parents=True)
+    run_git(dest, "init", "--quiet")
+    run_git(dest, "fetch", "--quiet", "--no-tags", str(source), f"+{TASK_REFS}*:{TASK_REFS}*")
+    held = set(_task_refs(dest))
+    if not held:
+        raise ImageBuildError(f"{source}: no commit under {TASK_REFS}")
+    run_git(dest, "-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", min(held))
+    run_git(dest, "repack", "-a", "-d", "-q")
+    run_git(dest, "prune", "--expire=now")
+    return held
 
 
 def _source_at_commit(source: Path, commit: str | None, dest: Path) -> str:

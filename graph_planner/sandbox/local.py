@@ -167,10 +167,17 @@ class LocalSandbox(ShellSandbox):
                 "re-run `gp data prepare`, or give repo_path a git checkout that contains base_commit")
 
     # ------------------------------------------------------------------ primitives
+    def command_argv(self, cmd: str) -> tuple[list[str], dict[str, str]]:
+        """(argv, env) of a task command as this sandbox runs it (isolation prefix, minimal environment), for a
+        caller that keeps a process of its own in the sandbox (synth's pytest fork server: synth/runner.py); that
+        caller starts it in its own session in ``repo_dir``, tracks it (local_copies.track_command) and kills it."""
+        return [*self._prefix, "bash", "-c", self._preamble + cmd], dict(self._env)
+
     def _exec_raw(self, cmd: str, timeout: float, cwd: str | None = None) -> ExecResult:
         workdir = self.repo_dir if cwd is None else self._resolve(cwd)
         start = time.monotonic()
-        proc = subprocess.Popen([*self._prefix, "bash", "-c", self._preamble + cmd], cwd=workdir, env=self._env,
+        argv, env = self.command_argv(cmd)
+        proc = subprocess.Popen(argv, cwd=workdir, env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True)
         track_command(proc.pid)  # its own session: a signal to gp does not reach it, the exit cleanup kills it

@@ -22,7 +22,7 @@ from graph_planner.data.io import read_task_records, write_json
 from graph_planner.data.record import TaskRecord
 from graph_planner.data.sources.base import RejectedRow
 from graph_planner.synth.split import split_by_location
-from graph_planner.synth.taskrepo import TaskRepo, copy_tree
+from graph_planner.synth.taskrepo import TaskRepo, copy_tree, synth_image
 from graph_planner.synth.validate import SynthInputError
 
 BUNDLED_DIR = Path(__file__).resolve().parents[2] / "datasets" / "sample" / "synth"
@@ -116,7 +116,8 @@ def materialise(bundle: Path, sources: dict[str, Path], staging: Path) -> list[T
         out.append(record.model_copy(update={"repo_path": str(repo.path)}))
     for repo in repos.values():
         repo.finish()
-    return out
+    images = {name: synth_image(name, (r.base_commit for r in out if r.repo == name)) for name in repos}
+    return [r.model_copy(update={"image": images[r.repo]}) for r in out]
 
 
 def load_bundle(bundle: Path, sources: dict[str, Path], staging: Path, seed: int, val_frac: float,

@@ -2,7 +2,8 @@
 
 A commit that changes non-test Python code together with test files is a candidate. In a sandbox of its parent
 with the commit's test changes applied (``test_patch``, installed only at grading time like SWE-bench's), the
-tests run once; with the commit's code change (the gold patch) applied they run twice. FAIL_TO_PASS = tests that
+tests run twice; with the commit's code change (the gold patch) applied, twice again (two runs that differ on
+either side: flaky, discarded). FAIL_TO_PASS = tests that
 fail before and pass after (both runs), PASS_TO_PASS = tests that pass throughout. The problem statement is the
 commit message, flagged as such in the metadata (it may name the fix; an issue text would not).
 """
@@ -93,7 +94,7 @@ def mine_repo(repo: str | Path, sandbox: SandboxConfig, max_commits: int = 200, 
             reason = "empty commit message (no problem statement)"
         if reason is not None:
             stats.rejected[reason] = stats.rejected.get(reason, 0) + 1
-            rejected.append(RejectedRow(SOURCE, "candidates", index, task_id, f"{reason} (commit {commit[:10]})"))
+            rejected.append(RejectedRow(SOURCE, "test", index, task_id, f"{reason} (commit {commit[:10]})"))
             continue
         records.append(record.model_copy(update={"fail_to_pass": f2p, "pass_to_pass": p2p}))
     if progress:
@@ -104,18 +105,23 @@ def mine_repo(repo: str | Path, sandbox: SandboxConfig, max_commits: int = 200, 
 
 
 def _judge(record: TaskRecord, sandbox: SandboxConfig, run_id: str) -> tuple[str | None, list[str], list[str]]:
-    """Before (parent + new tests) once, after (+ the fix) twice: (reason to discard or None, F2P, P2P)."""
+    """Before (parent + new tests) and after (+ the fix) twice each: (reason to discard or None, F2P, P2P). A test
+    whose two runs differ on either side makes the commit flaky (a coin-flip test that failed before and passed
+    after would otherwise become FAIL_TO_PASS)."""
     try:
         with LocalSandbox(record, sandbox, None, run_id) as box:
-            before = box.run_tests()
+            befores = [box.run_tests(), box.run_tests()]
             box.apply_patch(record.gold_patch or "")
             after = [box.run_tests(), box.run_tests()]
     except SandboxError as exc:
         return f"sandbox error: {exc}", [], []
-    if any(r.timed_out for r in (before, *after)):
+    if any(r.timed_out for r in (*befores, *after)):
         return "timeout", [], []
+    if befores[0].statuses != befores[1].statuses:
+        return "flaky: two runs before the fix differ", [], []
     if after[0].statuses != after[1].statuses:
         return "flaky: two runs after the fix differ", [], []
+    before = befores[0]
     passing_after = {t for t, s in after[0].statuses.items() if s in PASSING}
     f2p = sorted(t for t in passing_after if before.statuses.get(t, "FAILED") in FAILING
                  or t not in before.statuses)

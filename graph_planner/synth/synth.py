@@ -13,10 +13,10 @@ import dataclasses
 import json
 import os
 import random
+import shutil
 import subprocess
 import tempfile
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -27,18 +27,16 @@ from graph_planner.data.io import write_json
 from graph_planner.data.prepare import PrepareSummary, SourceSummary, write_source
 from graph_planner.data.record import TaskRecord
 from graph_planner.data.sources.base import RejectedRow
-from graph_planner.sandbox.local import LocalSandbox
-from graph_planner.synth.coverage import executed_lines
 from graph_planner.synth.modifiers import Mutation, mutations_for
 from graph_planner.synth.split import split_by_location
 from graph_planner.synth.targets import Target, find_targets, is_test_path, repo_graph
-from graph_planner.synth.taskrepo import TaskRepo, tracked_files
+from graph_planner.synth.taskrepo import TaskRepo, synth_image, tracked_files
 from graph_planner.synth.validate import (
-    Baseline,
     SynthInputError,
     Verdict,
-    baseline,
     clean_task,
+    pool_baseline,
+    sandbox_pool,
     validate_candidates,
 )
 
@@ -109,10 +107,11 @@ def check_repo(repo: Path) -> None:
         files = [p.relative_to(repo).as_posix() for p in repo.rglob("*.py") if ".git" not in p.parts]
     python = [f for f in files if f.endswith(".py")]
     if not python:
-        raise SynthInputError(f"{repo}: no Python file; synthesis needs a Python repository with a pytest suite")
+        raise SynthInputError(f"{repo}: no Python file; tasks are made from a Python repository with a pytest "
+                              "suite")
     if not any(is_test_path(f) and Path(f).name != "conftest.py" for f in python):
-        raise SynthInputError(f"{repo}: no test file (tests/, test_*.py or *_test.py); synthesis needs a pytest "
-                              "suite to validate bugs")
+        raise SynthInputError(f"{repo}: no test file (tests/, test_*.py or *_test.py); tasks are made from a "
+                              "repository with a pytest suite (its tests decide every task)")
 
 
 def plan_candidates(repo: Path, name: str, seed: int, per_target: int,
@@ -171,37 +170,35 @@ def synthesize_repo(repo: Path, staging: Path, options: SynthOptions,
     stats = SynthStats()
     check_repo(repo)
     base_task = clean_task(repo, name)
-    with LocalSandbox(base_task, options.sandbox, None, f"synth-base-{uuid.uuid4().hex[:8]}") as box:
-        base: Baseline = baseline(box)
+    size = 1 if options.executor == "ray" else max(1, options.workers)
+    with sandbox_pool(base_task, options.sandbox, size) as pool:
+        base, executed, stats.coverage_s = pool_baseline(pool, options.sandbox)
+        stats.base_run_s = base.seconds
         t0 = time.monotonic()
-        executed = executed_lines(box, min(options.sandbox.test_timeout, max(60.0, 20 * base.run_seconds)))
-        stats.coverage_s = time.monotonic() - t0
-    stats.base_run_s = base.seconds
-    t0 = time.monotonic()
-    candidates, _ = plan_candidates(repo, name, options.seed, options.per_target, executed)
-    stats.mutation_s = time.monotonic() - t0
-    stats.candidates = len(candidates)
-    if not candidates:
-        raise SynthInputError(f"{repo}: no function the tests reach could be mutated on a line the tests run")
-    limit = options.max_tasks
-    done = 0
+        candidates, _ = plan_candidates(repo, name, options.seed, options.per_target, executed)
+        stats.mutation_s = time.monotonic() - t0
+        stats.candidates = len(candidates)
+        if not candidates:
+            raise SynthInputError(f"{repo}: no function the tests reach could be mutated on a line the tests run")
+        limit = options.max_tasks
+        done = 0
 
-    def on_done(verdict: Verdict) -> None:
-        nonlocal done
-        done += 1
+        def on_done(verdict: Verdict) -> None:
+            nonlocal done
+            done += 1
+            if progress:
+                progress(f"synth {name}", done, len(candidates))
+
         if progress:
-            progress(f"synth {name}", done, len(candidates))
+            progress(f"synth {name}", 0, len(candidates))
+        if options.executor == "ray":
+            from graph_planner.synth.ray_validate import validate_on_ray
 
-    if progress:
-        progress(f"synth {name}", 0, len(candidates))
-    if options.executor == "ray":
-        from graph_planner.synth.ray_validate import validate_on_ray
-
-        verdicts = validate_on_ray(base_task, options.sandbox, base, candidates,
-                                   options.ray_config or RunConfig(), on_done)
-    else:
-        verdicts = validate_candidates(base_task, options.sandbox, base, candidates, options.workers, limit,
-                                       on_done)
+            verdicts = validate_on_ray(base_task, options.sandbox, base, candidates,
+                                       options.ray_config or RunConfig(), on_done)
+        else:
+            verdicts = validate_candidates(base_task, options.sandbox, base, candidates, options.workers, limit,
+                                           on_done, pool=pool)
     judged = [v for v in verdicts if v is not None]
     stats.judged = len(judged)
     stats.passed = sum(1 for v in judged if v.reason is None)
@@ -222,6 +219,8 @@ def synthesize_repo(repo: Path, staging: Path, options: SynthOptions,
             metadata={"location": f"{name}:{m.target}", "synth": {
                 "modifier": m.modifier, "target": m.target, "path": m.path, "line": m.line, "seed": options.seed}}))
     task_repo.finish()
+    image = synth_image(name, (r.base_commit for r in records))
+    records = [r.model_copy(update={"image": image}) for r in records]
     stats.commit_s = time.monotonic() - t0
     stats.validated = len(records)
     stats.rejected.update(v.reason for v in judged if v.reason is not None)
@@ -244,11 +243,15 @@ def synthesize(repos: Sequence[str | Path], options: SynthOptions,
     names = [Path(r).resolve().name for r in repos]
     if len(set(names)) != len(names):
         raise SynthInputError(f"two repositories share a directory name ({names}); task ids would collide")
-    for repo in repos:
-        recs, rej, st = synthesize_repo(Path(repo), staging, options, progress)
-        records += recs
-        rejected += rej
-        stats.add(st)
+    try:
+        for repo in repos:
+            recs, rej, st = synthesize_repo(Path(repo), staging, options, progress)
+            records += recs
+            rejected += rej
+            stats.add(st)
+    except BaseException:  # bad input, a signal: nothing half-written stays behind
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     splits = split_by_location((r.metadata["location"] for r in records), options.seed, options.val_frac,
                                options.test_frac)
     records = [r.model_copy(update={"split": splits[r.metadata["location"]]}) for r in records]

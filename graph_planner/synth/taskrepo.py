@@ -1,6 +1,8 @@
 """The per-repository task repository: one git repository holding, for every synthesised task, a root commit of the
 buggy tree (the task's ``base_commit``). A root commit has no parent, so no history in the repository a sandbox
 checks out holds the fix; the sandbox's history trim (sandbox/history.py) drops every other task's objects too.
+The docker backend uses one image per task repository (``synth_image``), holding every task commit; a container
+checks out its task's commit when it starts and trims the rest the same way.
 
 Commits are made with git plumbing on a private index (hash-object, update-index, write-tree, commit-tree) with the
 fixed identity and date of graph_planner.data.gitrepo, so the same bug in the same tree always gets the same id.
@@ -8,12 +10,16 @@ fixed identity and date of graph_planner.data.gitrepo, so the same bug in the sa
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import shutil
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
 
 from graph_planner.data.gitrepo import GitError, deterministic_git_env
+from graph_planner.sandbox.images import TASK_REFS
 
 _IGNORED = ("__pycache__", ".pytest_cache", ".git", "*.pyc", ".mypy_cache", ".ruff_cache")
 
@@ -34,6 +40,14 @@ def tracked_files(source: Path) -> list[str] | None:
         return None
     listing = git(source, "ls-files", "-z")
     return [p for p in listing.split("\0") if p]
+
+
+def synth_image(repo: str, commits: Iterable[str]) -> str:
+    """The docker image every task of one task repository shares (`gp images build` makes one image of all its
+    commits; images.TASK_REFS): named after the repository and the set of task commits it holds."""
+    name = re.sub(r"[^a-z0-9._-]+", "-", repo.lower()).strip("-._") or "repo"
+    digest = hashlib.sha256("\n".join(sorted(set(commits))).encode()).hexdigest()[:12]
+    return f"graph-planner/synth-{name}:{digest}"
 
 
 def copy_tree(source: Path, dest: Path) -> None:
@@ -74,7 +88,7 @@ class TaskRepo:
         git(self.path, "update-index", "--cacheinfo", f"{mode or '100644'},{blob},{rel_path}", index=self._index)
         tree = git(self.path, "write-tree", index=self._index).strip()
         commit = git(self.path, "commit-tree", tree, "-m", message).strip()
-        git(self.path, "update-ref", f"refs/tasks/{ref}", commit)
+        git(self.path, "update-ref", f"{TASK_REFS}{ref}", commit)
         self.first_commit = self.first_commit or commit
         return commit
 

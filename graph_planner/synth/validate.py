@@ -1,9 +1,10 @@
 """Validate candidate bugs by running the repository's tests in the project's sandboxes.
 
 The clean tree is run twice, once per repository (flaky or failing tests stop the job: no task could be trusted),
-and reused for every candidate. Each worker thread owns one started sandbox of the clean tree: a candidate is
-written in, run (twice when the first run flips anything), and the tree restored, so a candidate costs test runs
-only, never a sandbox start.
+and reused for every candidate. Each worker thread owns one started sandbox of the clean tree and its pytest fork
+server (runner.py): a candidate is written in, run (twice when the first run flips anything), and the file put
+back (the snapshot restored when a run left anything else behind), so a candidate costs forked test runs only,
+never a sandbox or Python start.
 """
 
 from __future__ import annotations
@@ -24,8 +25,11 @@ from graph_planner.data.record import TaskRecord
 from graph_planner.episode.results import TestReport
 from graph_planner.sandbox.local import LocalSandbox
 from graph_planner.synth.modifiers import Mutation
+from graph_planner.synth.runner import ForkRunner
 
 PASSING = ("PASSED", "XFAIL")
+#: Started sandboxes of the clean tree: (sandbox, snapshot of the clean tree, its fork server).
+Pool = queue.Queue[tuple[LocalSandbox, str, ForkRunner]]
 FAILING = ("FAILED", "ERROR")
 
 
@@ -60,13 +64,8 @@ def clean_task(source: Path, repo_name: str) -> TaskRecord:
                       env={"COLUMNS": "400"})  # pytest's short summary cuts messages at the terminal width
 
 
-def baseline(sandbox: LocalSandbox) -> Baseline:
-    """Run the clean tree twice; SynthInputError when there is nothing to build on."""
-    start = time.monotonic()
-    first = sandbox.run_tests()
-    second = sandbox.run_tests()
-    seconds = time.monotonic() - start
-    where = sandbox.task.repo_path
+def baseline_from(first: TestReport, second: TestReport, seconds: float, where: str) -> Baseline:
+    """The clean tree's two runs as a Baseline; SynthInputError when there is nothing to build on."""
     for report in (first, second):
         if report.timed_out:
             raise SynthInputError(f"{where}: the test suite timed out on the clean tree")
@@ -90,6 +89,38 @@ def baseline(sandbox: LocalSandbox) -> Baseline:
     if not passing:
         raise SynthInputError(f"{where}: no test passes on the clean tree (all skipped?)")
     return Baseline(passing, seconds, max(first.seconds, second.seconds))
+
+
+def pool_baseline(pool: Pool, settings: SandboxConfig) -> tuple[Baseline, dict[str, set[int]] | None, float]:
+    """The clean tree's two runs (on two of the pool's sandboxes at once when it has two) and the executed-lines
+    trace (coverage.py) on the first: (baseline, executed lines or None, seconds of the trace)."""
+    members = [pool.get() for _ in range(min(2, pool.qsize()))]
+    try:
+        start = time.monotonic()
+        if len(members) == 2:
+            with ThreadPoolExecutor(2) as ex:
+                first, second = ex.map(lambda m: _clean_run(m, settings.test_timeout), members)
+        else:
+            first = _clean_run(members[0], settings.test_timeout)
+            second = _clean_run(members[0], settings.test_timeout)
+        base = baseline_from(first, second, time.monotonic() - start, str(members[0][0].task.repo_path))
+        t0 = time.monotonic()
+        box, snap, runner = members[0]
+        executed = runner.executed_lines(min(settings.test_timeout, max(60.0, 20 * base.run_seconds)))
+        if runner.changed:
+            box.restore(snap)
+        return base, executed, time.monotonic() - t0
+    finally:
+        for member in members:
+            pool.put(member)
+
+
+def _clean_run(member: tuple[LocalSandbox, str, ForkRunner], timeout: float) -> TestReport:
+    box, snap, runner = member
+    report = runner.run(timeout)
+    if runner.changed:
+        box.restore(snap)
+    return report
 
 
 _SUMMARY = re.compile(r"^(FAILED|ERROR) (\S+?)(?: - (.*))?$", re.MULTILINE)
@@ -145,16 +176,25 @@ def candidate_settings(settings: SandboxConfig, base: Baseline) -> SandboxConfig
 
 
 @contextmanager
-def sandbox_pool(task: TaskRecord, settings: SandboxConfig, size: int, run_id: str) -> Iterator[queue.Queue]:
-    """``size`` started sandboxes of the clean tree, handed out through a queue; all closed on exit."""
-    pool: queue.Queue[tuple[LocalSandbox, str]] = queue.Queue()
+def sandbox_pool(task: TaskRecord, settings: SandboxConfig, size: int, run_id: str | None = None) -> Iterator[Pool]:
+    """``size`` started sandboxes of the clean tree (with their snapshot and fork server), handed out through a
+    queue; all closed on exit."""
+    run_id = run_id or f"synth-{uuid.uuid4().hex[:8]}"
+    pool: Pool = queue.Queue()
     with ExitStack() as stack, ThreadPoolExecutor(size) as starter:
         boxes = [LocalSandbox(task, settings, None, run_id) for _ in range(size)]
         for box in boxes:
             stack.callback(box.close)
         for box, snap in zip(boxes, starter.map(_start, boxes), strict=True):
-            pool.put((box, snap))
+            runner = ForkRunner(box)
+            stack.callback(runner.close)
+            pool.put((box, snap, runner))
         yield pool
+
+
+def _left_behind(changed: list[str], mutated_path: str) -> bool:
+    """``git status --porcelain`` entries other than the mutated file itself."""
+    return any(entry[3:] != mutated_path for entry in changed)
 
 
 def _start(box: LocalSandbox) -> str:
@@ -164,36 +204,44 @@ def _start(box: LocalSandbox) -> str:
 
 def validate_candidates(task: TaskRecord, settings: SandboxConfig, base: Baseline, candidates: Sequence[Mutation],
                         workers: int, limit: int | None = None,
-                        on_done: Callable[[Verdict], None] | None = None) -> list[Verdict | None]:
+                        on_done: Callable[[Verdict], None] | None = None,
+                        pool: Pool | None = None) -> list[Verdict | None]:
     """Verdicts in candidate order (None = not judged). Candidates are judged in order, in windows of at most four
     per worker, and the job stops after the window that brings ``limit`` valid ones; near the limit a window is
     about 1.5 times the valid ones still missing (at least one per worker), so few candidates are judged for
     nothing. Window sizes depend only on earlier verdicts: which candidates are judged never depends on thread
-    timing."""
+    timing. ``pool``: started sandboxes to use (sandbox_pool; one worker per sandbox), else a pool of ``workers``
+    is started here."""
     settings = candidate_settings(settings, base)
     verdicts: list[Verdict | None] = [None] * len(candidates)
-    run_id = f"synth-{uuid.uuid4().hex[:8]}"
 
     def one(mutation: Mutation) -> Verdict:
-        box, snap = pool.get()
+        box, snap, runner = boxes.get()
         original = box.read_file(mutation.path)
+        mutated = mutation.mutated.decode("utf-8")
         try:
-            box.write_file(mutation.path, mutation.mutated.decode("utf-8"))
-            runs = [box.run_tests()]
+            box.write_file(mutation.path, mutated)
+            runs = [runner.run(settings.test_timeout)]
             if any(runs[0].statuses.get(t) in FAILING for t in base.passing) and not runs[0].timed_out:
-                runs.append(box.run_tests())
-            # run_tests leaves the tree as it found it (what a test wrote is gone): putting the file back is enough
+                if _left_behind(runner.changed, mutation.path):
+                    box.restore(snap)
+                    box.write_file(mutation.path, mutated)
+                runs.append(runner.run(settings.test_timeout))
             box.write_file(mutation.path, original)
+            if _left_behind(runner.changed, mutation.path):  # a test wrote into the tree: back to the clean copy
+                box.restore(snap)
         except BaseException:
             box.restore(snap)
             raise
         finally:
-            pool.put((box, snap))
+            boxes.put((box, snap, runner))
         return judge(mutation, base, runs)
 
-    workers = max(1, workers)
+    workers = max(1, workers) if pool is None else max(1, pool.qsize())
     valid, lo = 0, 0
-    with sandbox_pool(task, settings, workers, run_id) as pool, ThreadPoolExecutor(workers) as ex:
+    with ExitStack() as stack:
+        boxes = pool if pool is not None else stack.enter_context(sandbox_pool(task, settings, workers))
+        ex = stack.enter_context(ThreadPoolExecutor(workers))
         while lo < len(candidates) and (limit is None or valid < limit):
             window = workers * 4 if limit is None else min(workers * 4, max(workers, math.ceil((limit - valid) * 1.5)))
             batch = list(range(lo, min(lo + window, len(candidates))))
