@@ -266,3 +266,19 @@ def test_sft_and_smoke_refuse_model_paths_that_cannot_load(tmp_path: Path) -> No
                                 "--output-dir", str(tmp_path / "runs"), "--set", f"paths.cgm_model={missing}"])
     assert smoke.exit_code == 2 and f"paths.cgm_model='{missing}': does not exist" in smoke.output
     assert not (tmp_path / "smoke.json").exists()
+    # refused before the run dir is claimed: no run dir, no resolved_config.yaml, no `-latest` link
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir()), \
+        sorted(str(p) for p in (tmp_path / "runs").rglob("*"))
+
+
+def test_a_refused_sft_leaves_a_named_runs_earlier_config_as_it_was(tmp_path: Path) -> None:
+    """A refusal must not overwrite the resolved_config.yaml of the run it names (users resume from it)."""
+    runs = tmp_path / "runs"
+    first = runner.invoke(app, ["config", "--output-dir", str(runs), "--run-name", "mine"])
+    assert first.exit_code == 0, first.output
+    before = (runs / "mine" / "resolved_config.yaml").read_bytes()
+    missing = str(tmp_path / "no-such-model")
+    sft = runner.invoke(app, ["sft", "--output-dir", str(runs), "--run-name", "mine",
+                              "--set", f"paths.planner_model={missing}"])
+    assert sft.exit_code == 2, sft.output
+    assert (runs / "mine" / "resolved_config.yaml").read_bytes() == before

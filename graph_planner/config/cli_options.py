@@ -142,27 +142,39 @@ def cli_overrides(params: Mapping[str, Any], extra_map: Mapping[str, str] | None
 
 
 def config_from_cli(
-    params: Mapping[str, Any], extra_map: Mapping[str, str] | None = None, write: bool = True
+    params: Mapping[str, Any], extra_map: Mapping[str, str] | None = None, write: bool = True,
+    refuse: Callable[[RunConfig], list[str]] | None = None,
 ) -> RunConfig:
-    """Resolve the run config for a command; with --print-config print the YAML and exit 0."""
-    from graph_planner.config.loader import ConfigError, dump_config_yaml
+    """Resolve the run config for a command; with --print-config print the YAML and exit 0.
+
+    ``refuse`` lists what makes the command refuse this config (e.g. a model path that does not load): any
+    problem exits 2 before the run directory is claimed, so a refused command writes nothing."""
+    from graph_planner.config.loader import ConfigError, dump_config_yaml, owned_run
     from graph_planner.config.run_lock import RunLockedError
 
+    write = write and not params.get("print_config")
     try:
         config = load_run_config(
             config_file=params.get("config_file"),
             cli_overrides=cli_overrides(params, extra_map),
             yaml_only=bool(params.get("yaml_only")),
             wandb_offline=params.get("wandb_offline"),
-            write=write and not params.get("print_config"),
+            write=write and refuse is None,
         )
+        if params.get("print_config"):
+            typer.echo(dump_config_yaml(config), nl=False)
+            raise typer.Exit(0)
+        problems = refuse(config) if refuse is not None else []
+        if problems:
+            typer.echo(f"error: {'; '.join(problems)}", err=True)
+            raise typer.Exit(2)
+        if write and refuse is not None:
+            with owned_run(config):  # what load_run_config(write=True) does, once nothing refuses the run
+                pass
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     except RunLockedError as exc:  # with ``write``: another process owns the run dir; its config stays as it is
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(4) from None
-    if params.get("print_config"):
-        typer.echo(dump_config_yaml(config), nl=False)
-        raise typer.Exit(0)
     return config

@@ -111,11 +111,9 @@ def smoke_cmd(
     """Smoke-test the env: the rule agent on one task in a real sandbox; writes a JSON report."""
     from graph_planner.config.model_paths import model_path_problems
 
-    config = config_from_cli({**locals(), **options}, extra_map={"synthesizer": "backends.cgm_backend"})
-    problems = model_path_problems(config, planner=False)  # the rule policy plays; an hf synthesiser loads weights
-    if problems:
-        typer.echo(f"error: {'; '.join(problems)}", err=True)
-        raise typer.Exit(2)
+    config = config_from_cli({**locals(), **options}, extra_map={"synthesizer": "backends.cgm_backend"},
+                             # the rule policy plays; an hf synthesiser loads weights
+                             refuse=lambda c: model_path_problems(c, planner=False))
     try:
         record, dataset_dir = load_task(task, dataset, shape)
     except (KeyError, FileNotFoundError, ValueError) as exc:

@@ -27,13 +27,11 @@ def sft_cmd(
     from graph_planner.config.model_paths import model_path_problems
     from graph_planner.training.sft.trainer import run_sft
 
-    config = config_from_cli({**locals(), **options}, extra_map={"dataset": "paths.dataset_train", "source": "training.sft.source",
-                                                  "trajectories": "training.sft.trajectories_dir",
-                                                  "out": "training.sft.output_dir"})
-    problems = model_path_problems(config, training=True)  # the model it fine-tunes (and an hf synthesiser's)
-    if problems:
-        typer.echo(f"error: {'; '.join(problems)}", err=True)
-        raise typer.Exit(2)
+    config = config_from_cli(
+        {**locals(), **options}, extra_map={"dataset": "paths.dataset_train", "source": "training.sft.source",
+                                           "trajectories": "training.sft.trajectories_dir",
+                                           "out": "training.sft.output_dir"},
+        refuse=lambda c: model_path_problems(c, training=True))  # the model it fine-tunes (and an hf synthesiser's)
     try:
         result = run_sft(config, progress=lambda line: typer.echo(line, err=True))  # stdout: the JSON only
     except (FileNotFoundError, ValueError) as exc:
