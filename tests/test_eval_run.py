@@ -144,3 +144,20 @@ def test_eval_on_ray_executor_streams_results(tmp_path, prepared, monkeypatch):
     assert len(seen) == 3 and outcome.summary["resolved"] == 3
     assert all(r.info.get("node") for r in outcome.results)
     assert not (home / ".ray").exists()
+    # each task's final test output and trajectory come back from the node and are kept as the local executor keeps
+    # them (the node need not share the driver's disk)
+    eval_dir = Path(outcome.run_dir)
+    for row in outcome.results:
+        assert row.test_output and (eval_dir / row.test_output).read_text().startswith("verdict: resolved"), row
+    assert len(list((eval_dir / "trajectories").glob("*.jsonl"))) == 3
+
+
+def test_files_a_ray_node_sends_back_stay_inside_the_eval_dir(tmp_path):
+    """A node's test output / trajectory names are written under the eval dir; a name leading out of it is dropped."""
+    from graph_planner.eval.ray_executor import write_episode_files
+
+    eval_dir = tmp_path / "eval"
+    write_episode_files(eval_dir, {"logs/t-1/test_output.txt": "verdict: resolved\n", "../escaped.txt": "x",
+                                   str(tmp_path / "absolute.txt"): "y"})
+    assert (eval_dir / "logs" / "t-1" / "test_output.txt").read_text() == "verdict: resolved\n"
+    assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "absolute.txt").exists()

@@ -142,7 +142,7 @@ def evaluate_dataset(config: RunConfig, dataset: str | Path | None = None, conso
         from graph_planner.eval.ray_executor import iter_ray
 
         def results_iter(todo: list[TaskRecord]) -> Iterable[TaskResult]:
-            return iter_ray(todo, config, str(dataset_dir), run_id)
+            return iter_ray(todo, config, str(dataset_dir), run_id, eval_dir=run_dir)
     else:
         episode_fn = build_episode_fn(config, dataset_dir, run_id, trajectories_dir=run_dir / "trajectories",
                                       eval_dir=run_dir)

@@ -18,6 +18,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from graph_planner.config.schema import RunConfig
@@ -37,8 +38,14 @@ def _episode_on_node(config_dict: dict[str, Any], task_json: str, dataset_dir: s
 
     A Ray worker process lives on between tasks and is killed, not exited, when the cluster scales it down, so its
     exit cleanup never runs: the sandbox templates it built are dropped after each task (`gp sandbox reap` removes
-    those of a worker killed mid-task). ``info.node`` is the Ray node id (two nodes may share a host)."""
+    those of a worker killed mid-task). ``info.node`` is the Ray node id (two nodes may share a host).
+
+    The node may not share the driver's disk: the task's kept test output and trajectory are written to a temp dir
+    here and travel back as text (``files``: path relative to the eval dir -> content), for the driver to write
+    where the local executor writes them."""
     import socket
+    import tempfile
+    from pathlib import Path
 
     import ray
 
@@ -49,13 +56,35 @@ def _episode_on_node(config_dict: dict[str, Any], task_json: str, dataset_dir: s
 
     config = _RunConfig.model_validate(config_dict)
     task = TaskRecord.model_validate_json(task_json)
-    try:
-        result = safe_episode(build_episode_fn(config, dataset_dir, run_id), task)
-    finally:
-        drop_templates()
+    with tempfile.TemporaryDirectory(prefix="gp-ray-episode-") as tmp:
+        out = Path(tmp)
+        try:
+            result = safe_episode(build_episode_fn(config, dataset_dir, run_id, trajectories_dir=out / TRAJECTORIES,
+                                                   eval_dir=out), task)
+        finally:
+            drop_templates()
+        files = {str(path.relative_to(out)): path.read_text(encoding="utf-8", errors="replace")
+                 for path in sorted(out.rglob("*")) if path.is_file()}
     result.info["node"] = ray.get_runtime_context().get_node_id()
     result.info["host"] = socket.gethostname()
-    return result.model_dump(mode="json")
+    return {"row": result.model_dump(mode="json"), "files": files}
+
+
+#: The eval dir's trajectory folder (the local executor's ``trajectories_dir``).
+TRAJECTORIES = "trajectories"
+
+
+def write_episode_files(eval_dir: Path, files: dict[str, str]) -> None:
+    """Write the files a node sent back under ``eval_dir``; a name that would leave it is dropped (logged)."""
+    from graph_planner.disk import atomic_write_text
+
+    root = eval_dir.resolve()
+    for name, text in files.items():
+        target = (eval_dir / name).resolve()
+        if not target.is_relative_to(root) or target == root:
+            log.warning("ray: dropped an episode file named %r (outside the eval dir)", name)
+            continue
+        atomic_write_text(target, text)
 
 
 def cluster_address(config: RunConfig, address: str | None = None) -> str | None:
@@ -157,14 +186,15 @@ def _init_private(config: RunConfig, auth: PrivateRayAuth) -> None:
 
 
 def iter_ray(tasks: list[TaskRecord], config: RunConfig, dataset_dir: str, run_id: str,
-             address: str | None = None) -> Iterator[TaskResult]:
-    """Submit one Ray task per episode and yield results in completion order."""
+             address: str | None = None, eval_dir: Path | None = None) -> Iterator[TaskResult]:
+    """Submit one Ray task per episode and yield results in completion order; each task's test output and
+    trajectory are written under ``eval_dir`` (as the local executor writes them) when it is given."""
     with ray_session(config, address):
-        yield from _iter_on_cluster(tasks, config, dataset_dir, run_id)
+        yield from _iter_on_cluster(tasks, config, dataset_dir, run_id, eval_dir)
 
 
 def _iter_on_cluster(tasks: list[TaskRecord], config: RunConfig, dataset_dir: str,
-                     run_id: str) -> Iterator[TaskResult]:
+                     run_id: str, eval_dir: Path | None = None) -> Iterator[TaskResult]:
     import ray
 
     from graph_planner.config.loader import config_to_dict
@@ -194,7 +224,8 @@ def _iter_on_cluster(tasks: list[TaskRecord], config: RunConfig, dataset_dir: st
         for ref in ready:
             task = inflight.pop(ref)
             try:
-                row = TaskResult.model_validate(ray.get(ref))
+                sent = ray.get(ref)
+                row = TaskResult.model_validate(sent["row"])
             except Exception as exc:  # noqa: BLE001 - a lost worker is retried or recorded, not fatal to the run
                 kind = node_loss_kind(exc)
                 if kind is not None:
@@ -211,6 +242,10 @@ def _iter_on_cluster(tasks: list[TaskRecord], config: RunConfig, dataset_dir: st
                                  error=f"ray: {type(exc).__name__}: {exc}",
                                  info={"attempts": attempts[task.task_id], "node_losses": losses.get(task.task_id, [])})
                 continue
+            if eval_dir is not None:
+                write_episode_files(eval_dir, sent["files"])
+            else:
+                row.test_output = None  # nowhere to keep it
             row.info["node_name"] = names.name(row.info.get("node"))
             if task.task_id in losses:
                 row.info["attempts"] = attempts[task.task_id]
