@@ -7,6 +7,12 @@ changes), then base / SFT / GRPO each playing the HELD-OUT val and test tasks (a
 through the rollout path (training/learning_report.py). Real local sandboxes, real tests.
 
     .venv/bin/python benchmarks/env_transfer.py [--seeds 0 1 2] [--steps 10] [--episodes 2] [--set KEY=VALUE ...]
+    .venv/bin/python benchmarks/env_transfer.py --seeds 1 2 --sft-dir DIR   # GRPO seeds from one SFT warm start
+
+``--sft-dir`` takes an earlier SFT output (``model/`` + ``sft.json``: ``gp sft --out``, or a seed's
+``runs/seed<k>/sft`` copied out of the way, since a seed's run dir is cleared when it starts) instead of fine-tuning
+again per seed: the seeds then differ only in the GRPO phase and the comparison's sampling, which isolates what
+the RL phase adds, at a fraction of the cost (the SFT is most of a seed's time on 2 cores).
 
 Prints one JSON object: per seed the per-stage, per-split resolved rate, M recall and reward, the GRPO phase's
 training-reward curve, and the rises on val and test (GRPO - SFT: what the RL phase added; SFT - base); over seeds
@@ -67,13 +73,26 @@ def rises(rows: dict[str, dict[str, dict[str, float]]], split: str) -> dict[str,
     return out
 
 
-def run_seed(config: Any, out_dir: Path, with_train: bool) -> dict[str, Any]:
+def reuse_sft(sft_dir: Path) -> Any:
+    """The SFTResult of an earlier SFT output dir (``model/`` + ``sft.json``), or a clear error."""
+    from graph_planner.training.sft.trainer import SFTResult
+
+    summary_file, model_dir = sft_dir / "sft.json", sft_dir / "model"
+    if not summary_file.is_file() or not (model_dir / "config.json").is_file():
+        print(f"--sft-dir {sft_dir}: needs sft.json and model/config.json (an SFT output dir)", file=sys.stderr)
+        raise SystemExit(2)
+    summary = json.loads(summary_file.read_text(encoding="utf-8"))
+    return SFTResult(model_dir, int(summary["examples"]), int(summary["episodes"]), int(summary["episodes_kept"]),
+                     float(summary["train_loss"]), float(summary["seconds"]))
+
+
+def run_seed(config: Any, out_dir: Path, with_train: bool, sft_dir: Path | None = None) -> dict[str, Any]:
     from graph_planner.training.learning_report import compare_stages
     from graph_planner.training.local.run import train_local
     from graph_planner.training.sft.trainer import run_sft
 
     started = time.monotonic()
-    sft = run_sft(config)
+    sft = reuse_sft(sft_dir) if sft_dir else run_sft(config)
     sft_seconds = time.monotonic() - started
     grpo_config = config.model_copy(deep=True)
     grpo_config.paths.planner_model = str(sft.model_dir)
@@ -94,7 +113,8 @@ def run_seed(config: Any, out_dir: Path, with_train: bool) -> dict[str, Any]:
         "rise": {split: rises(report["rows"], split) for split in HELD_OUT},
         "grpo_training": report["grpo_training"],
         "sft": {"examples": sft.examples, "episodes_kept": sft.episodes_kept, "episodes": sft.episodes,
-                "train_loss": round(sft.train_loss, 4)},
+                "train_loss": round(sft.train_loss, 4), "reused_from": str(sft_dir) if sft_dir else None,
+                "seconds_when_trained": sft.seconds},
         "sft_seconds": round(sft_seconds, 2), "grpo_seconds": round(grpo_seconds, 2),
         "compare_seconds": report["seconds"], "wall_seconds": round(time.monotonic() - started, 2),
     }
@@ -112,20 +132,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--episodes", type=int, default=2, help="episodes per task and stage in the comparison")
     parser.add_argument("--with-train", action="store_true", help="also play the train split (slower)")
     parser.add_argument("--out-dir", default=str(ROOT / "runs" / "benchmarks" / "env_transfer"))
+    parser.add_argument("--sft-dir", type=Path, default=None,
+                        help="an earlier SFT output dir (model/ + sft.json) used by every seed instead of a new SFT")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="extra dotted override of local_transfer.yaml, repeatable")
     args = parser.parse_args(argv)
     from graph_planner.config.loader import parse_set_override
 
+    if args.sft_dir:
+        reuse_sft(args.sft_dir)  # a bad --sft-dir fails here, before any run dir is cleared
     out_dir = Path(args.out_dir)
     extra = dict(parse_set_override(item) for item in args.overrides)
     data = prepare(out_dir)
     with contextlib.redirect_stdout(sys.stderr):  # TRL prints its loss dicts; stdout carries only the JSON
-        runs = [run_seed(seed_config(out_dir, data, seed, args.steps, args.episodes, extra), out_dir,
-                         args.with_train) for seed in args.seeds]
+        runs = []
+        for seed in args.seeds:
+            runs.append(run_seed(seed_config(out_dir, data, seed, args.steps, args.episodes, extra), out_dir,
+                                 args.with_train, args.sft_dir))
+            print(json.dumps({"seed_done": runs[-1]}), flush=True)  # on stderr: a long run's seeds survive a stop
     result: dict[str, Any] = {
         "benchmark": "env_transfer", "config": str(CONFIG.relative_to(ROOT)), "overrides": extra,
-        "steps": args.steps, "episodes_per_task": args.episodes, "seeds": runs,
+        "steps": args.steps, "episodes_per_task": args.episodes,
+        "sft_dir": str(args.sft_dir) if args.sft_dir else None, "seeds": runs,
         "rise_over_seeds": {split: {key: spread([r["rise"][split][key] for r in runs])
                                     for key in runs[0]["rise"][split]} for split in HELD_OUT},
         "wall_seconds_total": round(sum(r["wall_seconds"] for r in runs), 2),
