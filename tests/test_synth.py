@@ -87,12 +87,18 @@ def test_failing_or_flaky_suites_exit_2_with_one_line_and_write_nothing(tmp_path
     assert not out.exists()
 
 
-def test_a_repository_without_tests_exits_2_and_writes_nothing(tmp_path):
+def test_a_repository_without_tests_exits_2_and_writes_nothing(tmp_path, monkeypatch):
+    import tempfile
+
     repo = _write(tmp_path / "calc", TINY)
     out = tmp_path / "prepared"
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     result = runner.invoke(app, ["data", "synth", "--repo", str(repo), "--out", str(out)])
     assert result.exit_code == 2 and "no test file" in result.output
     assert not out.exists()
+    assert list(scratch.iterdir()) == []  # the staging dir of the refused run is gone too
 
 
 @pytest.mark.slow
@@ -135,6 +141,7 @@ def test_mine_turns_a_fix_commit_with_tests_into_a_task_that_validates(tmp_path)
     assert "tests/" not in task.gold_patch and "test_bulk" in (task.test_patch or "")
     rejected = [json.loads(line) for line in (out / "mined" / "rejected.jsonl").read_text().splitlines()]
     assert len(rejected) == 1 and "no test fails before the fix" in rejected[0]["reason"]
+    assert rejected[0]["split"] == "test" and not (out / "mined" / "candidates.jsonl").exists()
     report = _validate(out / "mined" / "test.jsonl")
     assert report.ok, [(t.task_id, t.error) for t in report.failed]
 
@@ -202,3 +209,27 @@ def test_synth_reads_a_git_checkout_from_its_tracked_files(tmp_path):
     assert "build/junk.py" not in files and "calc/ops.py" in files
     report = _validate(out / "synth" / f"{split}.jsonl")
     assert report.ok, [(t.task_id, t.error) for t in report.failed]
+
+
+@pytest.mark.slow
+def test_mine_discards_a_fix_whose_tests_are_flaky_before_it(tmp_path):
+    """Tests that pass after the fix but flip at random before it: one run before would make the losers
+    FAIL_TO_PASS; two runs that differ discard the commit."""
+    repo = _write(tmp_path / "shop", {
+        "shop/__init__.py": "",
+        "shop/price.py": "def bulk(qty):\n    return qty > 10\n",
+        "tests/test_price.py": "from shop.price import bulk\n\n\ndef test_big():\n    assert bulk(20)\n",
+    })
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "initial")
+    (repo / "shop/price.py").write_text("def bulk(qty):\n    return qty >= 10\n")
+    coins = "".join(f"\ndef test_ten_{i}():\n    assert bulk(10) or os.urandom(1)[0] % 2 == 0\n" for i in range(12))
+    (repo / "tests/test_bulk.py").write_text("import os\n\nfrom shop.price import bulk\n" + coins)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "Ten items are bulk")
+    out = tmp_path / "prepared"
+    result = runner.invoke(app, ["data", "mine", "--repo", str(repo), "--out", str(out)])
+    assert result.exit_code == 1, result.output  # nothing mined, nothing written
+    assert "flaky: two runs before the fix differ" in result.output
+    assert not out.exists()
