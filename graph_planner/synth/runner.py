@@ -136,8 +136,9 @@ class ForkRunner:
         reply = self._read(proc, self.box.settings.exec_timeout)
         if reply is None or not reply.get("ready"):
             self.close()
-            raise SandboxError(f"synth: the pytest fork server did not start in {self.box.where} (is pytest "
-                               "installed for the sandbox's python?)")
+            raise SandboxError(f"the pytest fork server did not start in {self.box.where}: `import pytest` "
+                               "failed for the sandbox's python (not installed, or a module of the repository "
+                               "named pytest shadows it)")
         return proc
 
     def _spawn(self, argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:

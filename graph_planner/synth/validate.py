@@ -23,6 +23,7 @@ from pathlib import Path
 from graph_planner.config.schema import SandboxConfig
 from graph_planner.data.record import TaskRecord
 from graph_planner.episode.results import TestReport
+from graph_planner.sandbox.base import SandboxError
 from graph_planner.sandbox.local import LocalSandbox
 from graph_planner.synth.modifiers import Mutation
 from graph_planner.synth.runner import ForkRunner
@@ -95,15 +96,19 @@ def pool_baseline(pool: Pool, settings: SandboxConfig) -> tuple[Baseline, dict[s
     """The clean tree's two runs (on two of the pool's sandboxes at once when it has two) and the executed-lines
     trace (coverage.py) on the first: (baseline, executed lines or None, seconds of the trace)."""
     members = [pool.get() for _ in range(min(2, pool.qsize()))]
+    where = str(members[0][0].task.repo_path)
     try:
         start = time.monotonic()
-        if len(members) == 2:
-            with ThreadPoolExecutor(2) as ex:
-                first, second = ex.map(lambda m: _clean_run(m, settings.test_timeout), members)
-        else:
-            first = _clean_run(members[0], settings.test_timeout)
-            second = _clean_run(members[0], settings.test_timeout)
-        base = baseline_from(first, second, time.monotonic() - start, str(members[0][0].task.repo_path))
+        try:
+            if len(members) == 2:
+                with ThreadPoolExecutor(2) as ex:
+                    first, second = ex.map(lambda m: _clean_run(m, settings.test_timeout), members)
+            else:
+                first = _clean_run(members[0], settings.test_timeout)
+                second = _clean_run(members[0], settings.test_timeout)
+        except SandboxError as exc:  # the fork server did not start: no pytest for the sandbox's python
+            raise SynthInputError(f"{where}: {exc}") from None
+        base = baseline_from(first, second, time.monotonic() - start, where)
         t0 = time.monotonic()
         box, snap, runner = members[0]
         executed = runner.executed_lines(min(settings.test_timeout, max(60.0, 20 * base.run_seconds)))
