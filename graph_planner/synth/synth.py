@@ -16,6 +16,7 @@ import random
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -27,6 +28,7 @@ from graph_planner.data.io import write_json
 from graph_planner.data.prepare import PrepareSummary, SourceSummary, write_source
 from graph_planner.data.record import TaskRecord
 from graph_planner.data.sources.base import RejectedRow
+from graph_planner.grading.parse import get_parser
 from graph_planner.synth.modifiers import Mutation, mutations_for
 from graph_planner.synth.split import split_by_location
 from graph_planner.synth.targets import Target, find_targets, is_test_path, repo_graph
@@ -236,6 +238,8 @@ def synthesize(repos: Sequence[str | Path], options: SynthOptions,
                progress: Progress | None = None) -> tuple[list[TaskRecord], list[RejectedRow], SynthStats, Path]:
     """Tasks of every repository with splits assigned; the caller writes them (records point into the staging dir
     returned, which the caller removes)."""
+    # the graders' log parser (swebench: a ~2 s import) is needed once the first clean runs end: import it meanwhile
+    threading.Thread(target=get_parser, args=("pytest",), name="synth-warm-parser", daemon=True).start()
     staging = Path(tempfile.mkdtemp(prefix="gp-synth-"))
     records: list[TaskRecord] = []
     rejected: list[tuple[str, RejectedRow]] = []
