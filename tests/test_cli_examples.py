@@ -9,6 +9,11 @@ The only inputs a user brings are made here: `preds.jsonl` (predictions to grade
 tasks) and `../mylib` (a library with git history: the textkit sample, a docs commit, then its issue-7 fix with a
 test, the kind of commit `gp data mine` turns into a task). `gp serve` examples run until their /health answers and
 are then stopped; their port is swapped for a free one.
+
+The two longest examples that read only the prepared data (`gp train` and `gp sft`: a GRPO step and SFT epochs of
+the toy) start in the background as soon as `gp data prepare` has run, when the session selected them or an
+example that needs them; their tests then wait for them. They write only their own run dirs, so they run beside
+the others' image builds, sandboxes and servers, as two users' commands in one workspace would.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -68,6 +74,10 @@ for _path, _i, _line in ALL:
     if _path.startswith("data ") and "../mylib" in _line:
         NEEDS.setdefault(_line, []).append("../mylib")
 
+#: Examples started in the background once `gp data prepare` ran (they read nothing else and nothing else reads
+#: what they write until its own test, or eval-1's, waits for them).
+EARLY = (TRAIN, ex("sft"))
+
 #: Quick examples (no data, no model): the rest are slow.
 FAST = {ex("config"), ex("config", 1), ex("preflight"), GRAPH, ex("graph find"), ex("graph find", 1),
         ex("graph expand"), ex("graph read"), ex("sandbox reap"), ex("sandbox reap", 1)}
@@ -81,9 +91,11 @@ def uses_docker(line: str) -> bool:
 class Workspace:
     """A fresh directory a user would run the examples in; each example (and input file) is made once."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, early: tuple[str, ...] = ()) -> None:
         self.root = root
         self.done: dict[str, subprocess.CompletedProcess[str]] = {}
+        self.early = early  # started in the background once PREPARE has run
+        self.background: dict[str, subprocess.Popen[str]] = {}
         root.mkdir(parents=True, exist_ok=True)
         for name in LINKED:
             (root / name).symlink_to(REPO / name)
@@ -132,15 +144,51 @@ class Workspace:
             subprocess.run([*git, "commit", "-qm", task["commit_message"]], check=True)
         return subprocess.CompletedProcess(["../mylib"], 0, "", "")
 
+    def _words(self, line: str) -> list[str]:
+        words = shlex.split(line)
+        words[0] = GP
+        return words
+
+    def _log(self, line: str) -> Path:
+        return self.root.parent / f"background-{EARLY.index(line)}"  # beside the workspace: not a user's file
+
+    def start(self, line: str) -> None:
+        """Run ``line`` in the background (its output in files: no pipe to fill up); ``run`` waits for it."""
+        if line in self.done or line in self.background:
+            return
+        with open(f"{self._log(line)}.out", "w") as out, open(f"{self._log(line)}.err", "w") as err:
+            self.background[line] = subprocess.Popen(self._words(line), cwd=self.root, env=self.env, stdout=out,
+                                                     stderr=err, text=True, stdin=subprocess.DEVNULL)
+
     def run(self, line: str) -> subprocess.CompletedProcess[str]:
         if line in self.done:
             return self.done[line]
-        words = shlex.split(line)
-        words[0] = GP
-        result = subprocess.run(words, cwd=self.root, env=self.env, capture_output=True, text=True,
-                                timeout=EXAMPLE_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        if line in self.background:
+            process = self.background[line]
+            process.wait(timeout=EXAMPLE_TIMEOUT_S)
+            del self.background[line]
+            log = self._log(line)
+            result = subprocess.CompletedProcess(process.args, process.returncode,
+                                                 Path(f"{log}.out").read_text(), Path(f"{log}.err").read_text())
+        else:
+            result = subprocess.run(self._words(line), cwd=self.root, env=self.env, capture_output=True, text=True,
+                                    timeout=EXAMPLE_TIMEOUT_S, stdin=subprocess.DEVNULL)
         self.done[line] = result
+        if line == PREPARE and result.returncode == 0:
+            for early in self.early:
+                self.start(early)
         return result
+
+    def stop(self) -> None:
+        """Background examples whose test did not run (deselected after a failure, or interrupted)."""
+        for process in self.background.values():
+            if process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
 
     def tail(self, line: str) -> str:
         result = self.done[line]
@@ -148,8 +196,7 @@ class Workspace:
 
     def serve(self, line: str) -> None:
         """Start the server as typed (on a free port), wait for /health, check the served name, stop it."""
-        words = shlex.split(line)
-        words[0] = GP
+        words = self._words(line)
         port = free_port()
         words[words.index("--port") + 1] = str(port)
         log = (self.root / f"serve-{port}.log").open("w")
@@ -179,9 +226,19 @@ class Workspace:
             log.close()
 
 
+def _needs(line: str) -> set[str]:
+    """``line`` and every example it needs, recursively."""
+    return {line}.union(*(_needs(need) for need in NEEDS.get(line, [])))
+
+
 @pytest.fixture(scope="module")
-def workspace(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
-    return Workspace(tmp_path_factory.mktemp("examples") / "work")
+def workspace(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Workspace]:
+    selected = {item.callspec.params["line"] for item in request.session.items
+                if item.nodeid.split("::")[0] == request.node.nodeid and hasattr(item, "callspec")}
+    wanted = set().union(*(_needs(line) for line in selected))
+    workspace = Workspace(tmp_path_factory.mktemp("examples") / "work", tuple(e for e in EARLY if e in wanted))
+    yield workspace
+    workspace.stop()
 
 
 def _marks(line: str) -> list[pytest.MarkDecorator]:
