@@ -20,8 +20,8 @@ from graph_planner.models.toy import (
 
 
 @pytest.fixture(scope="module")
-def toy(tmp_path_factory):
-    return ensure_toy_checkpoint(tmp_path_factory.mktemp("toy-cache"))
+def toy(shared_model_cache):
+    return ensure_toy_checkpoint(shared_model_cache)  # the session's toy, built once for the suite
 
 
 def test_threads_loading_at_once_leave_later_builds_tied_and_initialised(toy):

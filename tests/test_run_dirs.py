@@ -46,8 +46,9 @@ def scripted_rollout(policy, tasks, group_size):
 
 
 @pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory) -> str:
-    return str(tmp_path_factory.mktemp("toy-cache"))
+def cache_dir(shared_model_cache) -> str:
+    """The session's toy cache (built once for the suite; no test here writes into it)."""
+    return str(shared_model_cache)
 
 
 @pytest.fixture

@@ -123,15 +123,16 @@ def _eval(tmp: Path, prepared: Path, *extra: str) -> list[str]:
             "--set", f"paths.cache_dir={tmp / 'cache'}", *extra]
 
 
-def _train(tmp: Path, prepared: Path, agents: int) -> list[str]:
+def _train(tmp: Path, prepared: Path, agents: int, cache: Path) -> list[str]:
     return ["train", "-c", str(LOCAL_DEBUG_CONFIG), "--set", f"logging.output_dir={tmp / 'out'}",
             "--set", f"paths.dataset_train={prepared / 'r2e_gym' / 'train.jsonl'}",
             "--set", f"paths.dataset_val={prepared / 'r2e_gym' / 'val.jsonl'}",
-            "--set", f"paths.cache_dir={tmp / 'cache'}", "--set", f"parallel.parallel_agents={agents}",
+            "--set", f"paths.cache_dir={cache}", "--set", f"parallel.parallel_agents={agents}",
             "--set", "training.total_steps=50", "--run-name", f"sig{agents}"]
 
 
-def test_every_command_ends_within_the_bound_on_sigterm_and_sigint(tmp_path, prepared, predictions):
+def test_every_command_ends_within_the_bound_on_sigterm_and_sigint(tmp_path, prepared, predictions,
+                                                                     shared_model_cache):
     grade = ["grade", "--dataset", str(prepared / "swebench" / "test.jsonl"), "--predictions", str(predictions),
              "--sandbox", "local", "--report", str(tmp_path / "grade.json")]
     cases = [
@@ -142,8 +143,8 @@ def test_every_command_ends_within_the_bound_on_sigterm_and_sigint(tmp_path, pre
                               "--report", str(tmp_path / "validate.json")], "in-copy", signal.SIGTERM),
         ("eval-in-copy", _eval(tmp_path / "e1", prepared), "in-copy", signal.SIGTERM),
         ("eval-sandbox", _eval(tmp_path / "e2", prepared), "sandbox", signal.SIGTERM),
-        ("train-1-in-copy", _train(tmp_path / "t1", prepared, 1), "in-copy", signal.SIGTERM),
-        ("train-2-sandbox", _train(tmp_path / "t2", prepared, 2), "sandbox", signal.SIGTERM),
+        ("train-1-in-copy", _train(tmp_path / "t1", prepared, 1, shared_model_cache), "in-copy", signal.SIGTERM),
+        ("train-2-sandbox", _train(tmp_path / "t2", prepared, 2, shared_model_cache), "sandbox", signal.SIGTERM),
     ]
     timings = {}
     for name, args, point, signum in cases:

@@ -26,8 +26,9 @@ def one_thread():
 
 
 @pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory):
-    return str(tmp_path_factory.mktemp("toy-cache"))
+def cache_dir(shared_model_cache):
+    """The session's toy cache (built once for the suite; no test here writes into it)."""
+    return str(shared_model_cache)
 
 
 class PromptTask:

@@ -85,10 +85,10 @@ def test_only_resolved_episodes_are_kept_and_invalid_turns_never(rule_rows):
     assert len(examples_from_rows(rows, 2, "rule")) == len(examples_from_rows(rule_rows[RESOLVED], 2, "rule")) - 1
 
 
-def test_tokenised_like_rollouts(rule_rows, tmp_path):
+def test_tokenised_like_rollouts(rule_rows, shared_model_cache):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    path = ensure_toy_checkpoint(tmp_path / "toy")
+    path = ensure_toy_checkpoint(shared_model_cache)
     tokenizer = AutoTokenizer.from_pretrained(path)
     handle = PolicyHandle(AutoModelForCausalLM.from_pretrained(path), tokenizer, 1024, 48)
     for example in examples_from_rows(rule_rows[RESOLVED], 2, "rule"):
@@ -101,7 +101,7 @@ def test_tokenised_like_rollouts(rule_rows, tmp_path):
         assert tokenizer.decode(response, skip_special_tokens=True) == example.response
 
 
-def test_gp_sft_from_eval_trajectories_writes_a_trainable_model(rule_rows, tmp_path):
+def test_gp_sft_from_eval_trajectories_writes_a_trainable_model(rule_rows, tmp_path, shared_model_cache):
     from transformers import AutoModelForCausalLM
 
     trajectories = tmp_path / "trajectories"
@@ -112,7 +112,7 @@ def test_gp_sft_from_eval_trajectories_writes_a_trainable_model(rule_rows, tmp_p
     out = tmp_path / "sft-out"
     result = CliRunner().invoke(app, [
         "sft", "-c", str(LOCAL_DEBUG_CONFIG), "--source", "trajectories", "--trajectories", str(trajectories),
-        "--out", str(out), "--output-dir", str(tmp_path / "runs"), "--set", f"paths.cache_dir={tmp_path / 'cache'}",
+        "--out", str(out), "--output-dir", str(tmp_path / "runs"), "--set", f"paths.cache_dir={shared_model_cache}",
         "--set", "training.sft.epochs=2", "--set", "training.sft.lr=1e-3", "--set", "training.max_prompt_length=256"])
     assert result.exit_code == 0, result.output
     assert re.search(r"^SFT epoch 2/2: loss [0-9.]+, token accuracy [0-9.]+$", result.output, re.M), result.output
@@ -120,7 +120,7 @@ def test_gp_sft_from_eval_trajectories_writes_a_trainable_model(rule_rows, tmp_p
     assert summary["episodes"] == 2 and summary["episodes_kept"] == 1 and summary["examples"] >= 5
     assert summary["model_dir"] == str(out / "model")
     model = AutoModelForCausalLM.from_pretrained(out / "model")
-    base = AutoModelForCausalLM.from_pretrained(ensure_toy_checkpoint(tmp_path / "cache"))
+    base = AutoModelForCausalLM.from_pretrained(ensure_toy_checkpoint(shared_model_cache))
     changed = [n for (n, p), (_, q) in zip(model.named_parameters(), base.named_parameters()) if not p.equal(q)]
     assert changed, "SFT did not update the weights"
     recorded = json.loads((out / "sft.json").read_text())
