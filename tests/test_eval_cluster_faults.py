@@ -154,16 +154,39 @@ class TwoNodeCluster:
         for node in ("worker", "head"):
             self.kill(node)
 
+    def alive(self, node: str) -> bool:
+        launcher = self.procs.get(node)
+        return launcher is not None and launcher.poll() is None
 
-@pytest.fixture
+    def restart_worker(self) -> TwoNodeCluster:
+        """A new worker node on the same head (a replaced machine): its raylet registers with a new node id."""
+        self.kill("worker")
+        lost = self.root / "worker"
+        if lost.exists():  # the lost node's session dir and sockets: the new raylet starts on a clean temp dir
+            lost.rename(self.root / f"worker-lost-{self.started['worker']}")
+        self._start_node("worker", ["--address", self.address])
+        return self
+
+
+@pytest.fixture(scope="module")
 def cluster_root():
+    """``make(nodes)`` gives a cluster with that many live nodes. The module's tests share it where they can: a
+    cluster whose head is alive gets a new worker for the one killed (a head start saved); a lost head means a new
+    cluster (``fresh=True`` asks for one whatever the state)."""
     root = Path(tempfile.mkdtemp(prefix="gpc-", dir="/tmp"))  # short: Ray's unix socket paths live under it
     token = root / "token"
     token.write_text(secrets.token_hex(32))
     token.chmod(0o600)
     clusters: list[TwoNodeCluster] = []
 
-    def make(nodes: int = 2) -> TwoNodeCluster:
+    def make(nodes: int = 2, fresh: bool = False) -> TwoNodeCluster:
+        if clusters and not fresh and clusters[-1].alive("head"):
+            if nodes == 2 and not clusters[-1].alive("worker"):
+                return clusters[-1].restart_worker()
+            if nodes == 2 or not clusters[-1].alive("worker"):
+                return clusters[-1]
+        if clusters:
+            clusters[-1].stop()
         cluster = TwoNodeCluster(root / f"c{len(clusters)}", token)
         cluster.root.mkdir()
         clusters.append(cluster)
