@@ -10,7 +10,7 @@ import pytest
 from graph_planner.config.schema import DataConfig, RunConfig
 from graph_planner.data.io import read_task_records
 from graph_planner.data.prepare import prepare_datasets
-from graph_planner.validation.validate import validate_tasks
+from graph_planner.validation.validate import TaskValidation, validate_tasks
 
 SAMPLE = Path(__file__).resolve().parents[1] / "datasets" / "sample"
 pytestmark = pytest.mark.skipif(not (SAMPLE / "swebench" / "test.jsonl").is_file(), reason="no bundled samples")
@@ -24,23 +24,36 @@ def prepared(tmp_path_factory) -> Path:
     return out
 
 
-def _validate(file: Path, limit: int | None = None):
+@pytest.fixture(scope="module")
+def validated() -> dict[tuple[Path, str], TaskValidation]:
+    """Each task's validation, made once in the module: the every-task tests validate only the tasks the
+    first-task tests did not (their verdicts were asserted there)."""
+    return {}
+
+
+def _validate(file: Path, validated: dict[tuple[Path, str], TaskValidation],
+              limit: int | None = None) -> list[TaskValidation]:
     records = read_task_records(file)
     assert records, f"{file} holds no tasks"
-    report = validate_tasks(records[:limit] if limit else records, RunConfig(), file.parent, backend="local")
-    assert report.ok, "\n".join(f"{t.task_id}: {t.error}" for t in report.failed)
-    return report
+    chosen = records[:limit] if limit else records
+    todo = [record for record in chosen if (file, record.task_id) not in validated]
+    if todo:
+        report = validate_tasks(todo, RunConfig(), file.parent, backend="local")
+        assert report.ok, "\n".join(f"{t.task_id}: {t.error}" for t in report.failed)
+        validated.update({(file, task.task_id): task for task in report.tasks})
+    tasks = [validated[file, record.task_id] for record in chosen]
+    assert all(task.ok for task in tasks)
+    return tasks
 
 
 @pytest.mark.parametrize("split_file", ["swebench/test.jsonl", "r2e_gym/train.jsonl"])
-def test_first_sample_task_of_each_shape_validates_on_local(prepared, split_file):
-    report = _validate(prepared / split_file, limit=1)
-    task = report.tasks[0]
+def test_first_sample_task_of_each_shape_validates_on_local(prepared, validated, split_file):
+    task = _validate(prepared / split_file, validated, limit=1)[0]
     assert task.gold.resolved and not task.empty.resolved
     assert task.mode == ("swebench" if split_file.startswith("swebench") else "r2e")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("split_file", ["swebench/test.jsonl", "r2e_gym/train.jsonl"])
-def test_every_sample_task_validates_on_local(prepared, split_file):
-    _validate(prepared / split_file)
+def test_every_sample_task_validates_on_local(prepared, validated, split_file):
+    _validate(prepared / split_file, validated)
