@@ -28,6 +28,15 @@ from prefect_fixtures import (  # noqa: F401,E402 - pytest fixtures
 HEAVY_MARKS = ("slow", "ray", "docker")
 
 
+@pytest.fixture(scope="session")
+def bundled_samples(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bundled samples prepared once for the session, as `gp data prepare -c local_debug.yaml` does (its root:
+    ``swebench/test.jsonl``, ``r2e_gym/train.jsonl``...). Tests read it and write nothing into it."""
+    from graph_planner.env.samples import prepare_bundled_samples
+
+    return prepare_bundled_samples(tmp_path_factory.mktemp("bundled-samples"))
+
+
 def _needs_demo(item: pytest.Item) -> bool:
     return fresh_clone_demo.FIXTURE in getattr(item, "fixturenames", ())
 

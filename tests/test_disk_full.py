@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from graph_planner.cli import app
 from graph_planner.config.loader import load_run_config, owned_run
 from graph_planner.disk import DiskError, atomic_write_text, check_output_dir, find_disk_error
-from graph_planner.env.samples import LOCAL_DEBUG_CONFIG, prepare_bundled_samples
+from graph_planner.env.samples import LOCAL_DEBUG_CONFIG
 
 
 def _mount_tmpfs(where: Path, size: str = "1M") -> None:
@@ -91,8 +91,8 @@ def test_gp_train_on_a_full_disk_is_one_line_exit_5_and_leaves_no_empty_config(f
     assert files_under(full_disk) == ["t/.lock"]  # no 0-byte resolved_config.yaml, no temp file
 
 
-def test_gp_eval_into_a_read_only_dir_is_one_line_exit_5(read_only_dir, tmp_path):
-    prepared = prepare_bundled_samples(tmp_path / "prepared") / "swebench" / "test.jsonl"
+def test_gp_eval_into_a_read_only_dir_is_one_line_exit_5(read_only_dir, tmp_path, bundled_samples):
+    prepared = bundled_samples / "swebench" / "test.jsonl"
     result = CliRunner().invoke(app, ["eval", "-c", str(LOCAL_DEBUG_CONFIG), "--dataset", str(prepared), "--limit",
                                       "1", "--output-dir", str(read_only_dir), "--run-name", "e",
                                       "--set", "backends.planner_backend=rule", "--set", "backends.cgm_backend=gold"])
@@ -100,10 +100,10 @@ def test_gp_eval_into_a_read_only_dir_is_one_line_exit_5(read_only_dir, tmp_path
     assert one_error_line(result.output) == f"error: cannot write {read_only_dir / 'e'}: read-only file system"
 
 
-def test_gp_grade_checks_its_report_dir_before_grading(read_only_dir, tmp_path):
+def test_gp_grade_checks_its_report_dir_before_grading(read_only_dir, tmp_path, bundled_samples):
     from graph_planner.data.io import read_task_records
 
-    prepared = prepare_bundled_samples(tmp_path / "prepared") / "swebench" / "test.jsonl"
+    prepared = bundled_samples / "swebench" / "test.jsonl"
     predictions = tmp_path / "gold.jsonl"
     predictions.write_text("".join(json.dumps({"instance_id": t.task_id, "model_patch": t.gold_patch,
                                                "model_name_or_path": "gold"}) + "\n"
@@ -185,7 +185,8 @@ def test_the_owner_removes_stale_temp_files_on_start(tmp_path):
     assert (run_dir / "resolved_config.yaml").stat().st_size > 0
 
 
-def test_a_disk_error_in_an_episode_stops_the_eval_instead_of_becoming_error_rows(tmp_path, monkeypatch):
+def test_a_disk_error_in_an_episode_stops_the_eval_instead_of_becoming_error_rows(tmp_path, monkeypatch,
+                                                                                 bundled_samples):
     """Simulated ENOSPC from the trajectory writer (a real disk cannot be made to fill up at that exact moment):
     the run stops with exit 5 and no agent_error row; a resume plays the task again."""
     from graph_planner.env import replay
@@ -194,7 +195,7 @@ def test_a_disk_error_in_an_episode_stops_the_eval_instead_of_becoming_error_row
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
 
     monkeypatch.setattr(replay, "write_trajectory_jsonl", no_space)
-    prepared = prepare_bundled_samples(tmp_path / "prepared") / "swebench" / "test.jsonl"
+    prepared = bundled_samples / "swebench" / "test.jsonl"
     result = CliRunner().invoke(app, ["eval", "-c", str(LOCAL_DEBUG_CONFIG), "--dataset", str(prepared), "--limit",
                                       "1", "--output-dir", str(tmp_path / "runs"), "--run-name", "e",
                                       "--set", "backends.planner_backend=rule", "--set", "backends.cgm_backend=gold",

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from graph_planner.env.samples import LOCAL_DEBUG_CONFIG, prepare_bundled_samples
+from graph_planner.env.samples import LOCAL_DEBUG_CONFIG
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 psutil = pytest.importorskip("psutil")
@@ -199,8 +199,8 @@ def cluster_root():
 
 
 @pytest.fixture(scope="module")
-def prepared(tmp_path_factory) -> Path:
-    return prepare_bundled_samples(tmp_path_factory.mktemp("prepared")) / "swebench" / "test.jsonl"
+def prepared(bundled_samples) -> Path:
+    return bundled_samples / "swebench" / "test.jsonl"
 
 
 def _eval(tmp_path: Path, prepared: Path, cluster: TwoNodeCluster, run_name: str) -> subprocess.Popen[str]:

@@ -19,7 +19,7 @@ from lock_holder import lock_held_elsewhere
 from typer.testing import CliRunner
 
 from graph_planner.cli import app
-from graph_planner.env.samples import LOCAL_DEBUG_CONFIG, prepare_bundled_samples
+from graph_planner.env.samples import LOCAL_DEBUG_CONFIG
 from graph_planner.eval.results import ResultsStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -118,8 +118,8 @@ def test_sigterm_with_docker_sandboxes_in_worker_threads_leaves_no_container(tmp
 
 
 @pytest.fixture(scope="module")
-def prepared(tmp_path_factory) -> Path:
-    return prepare_bundled_samples(tmp_path_factory.mktemp("prepared")) / "swebench" / "test.jsonl"
+def prepared(bundled_samples) -> Path:
+    return bundled_samples / "swebench" / "test.jsonl"
 
 
 def _eval_args(tmp_path: Path, prepared: Path, *extra: str) -> list[str]:

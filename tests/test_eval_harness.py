@@ -15,14 +15,14 @@ from docker_fixtures import base_image, docker_client  # noqa: F401 - pytest fix
 from graph_planner.config import load_run_config
 from graph_planner.data.gitrepo import init_deterministic_repo
 from graph_planner.data.io import read_task_records
-from graph_planner.env.samples import LOCAL_DEBUG_CONFIG, prepare_bundled_samples
+from graph_planner.env.samples import LOCAL_DEBUG_CONFIG
 from graph_planner.eval.harness import harness_rows, run_swebench_harness
 
 
 @pytest.fixture(scope="module")
-def prepared(tmp_path_factory) -> Path:
+def prepared(bundled_samples) -> Path:
     """The bundled samples prepared as `gp data prepare -c local_debug.yaml` does; returns the prepared root."""
-    return prepare_bundled_samples(tmp_path_factory.mktemp("prepared"))
+    return bundled_samples
 
 
 def swebench_tasks(prepared: Path, n: int = 2):

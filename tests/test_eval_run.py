@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from graph_planner.config import load_run_config
-from graph_planner.env.samples import LOCAL_DEBUG_CONFIG, prepare_bundled_samples
+from graph_planner.env.samples import LOCAL_DEBUG_CONFIG
 from graph_planner.eval.api import evaluate_dataset
 from graph_planner.eval.results import ResultsStore, TaskResult
 
@@ -21,9 +21,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def prepared(tmp_path_factory) -> Path:
-    """The bundled samples prepared exactly as `gp data prepare -c local_debug.yaml` does, in a temp dir."""
-    return prepare_bundled_samples(tmp_path_factory.mktemp("prepared")) / "swebench" / "test.jsonl"
+def prepared(bundled_samples) -> Path:
+    """The bundled samples prepared exactly as `gp data prepare -c local_debug.yaml` does (once a session)."""
+    return bundled_samples / "swebench" / "test.jsonl"
 
 
 def rule_config(tmp_path: Path, synthesizer: str, limit: int, **extra):

@@ -54,11 +54,10 @@ def test_model_paths_that_cannot_load_are_named(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("command", ["train", "eval"])
-def test_a_missing_planner_model_is_one_line_before_anything_loads(tmp_path, command):
-    from graph_planner.env.samples import prepare_bundled_samples
+def test_a_missing_planner_model_is_one_line_before_anything_loads(tmp_path, command, bundled_samples):
 
     if command == "eval":
-        dataset = prepare_bundled_samples(tmp_path / "prepared") / "swebench" / "test.jsonl"
+        dataset = bundled_samples / "swebench" / "test.jsonl"
         args = ["eval", "--dataset", str(dataset)]
     else:
         args = ["train"]

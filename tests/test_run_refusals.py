@@ -22,7 +22,7 @@ from test_run_dirs import TINY, gp_train
 from typer.testing import CliRunner
 
 from graph_planner.cli import app
-from graph_planner.env.samples import LOCAL_DEBUG_CONFIG, prepare_bundled_samples
+from graph_planner.env.samples import LOCAL_DEBUG_CONFIG
 
 TESTS = Path(__file__).resolve().parent
 cache_dir, scripted = test_run_dirs.cache_dir, test_run_dirs.scripted  # the fixtures: one toy cache, scripted rollouts
@@ -67,8 +67,8 @@ def test_a_bad_config_or_missing_data_writes_no_run_dir(tmp_path, cache_dir):
 
 
 @pytest.fixture(scope="module")
-def prepared(tmp_path_factory) -> Path:
-    return prepare_bundled_samples(tmp_path_factory.mktemp("prepared")) / "swebench" / "test.jsonl"
+def prepared(bundled_samples) -> Path:
+    return bundled_samples / "swebench" / "test.jsonl"
 
 
 def _eval(tmp_path: Path, prepared: Path, *extra: str):

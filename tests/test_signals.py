@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from graph_planner.env.samples import LOCAL_DEBUG_CONFIG, prepare_bundled_samples
+from graph_planner.env.samples import LOCAL_DEBUG_CONFIG
 
 ROOT = Path(__file__).resolve().parents[1]
 BOUND_S = 15.0
@@ -103,8 +103,8 @@ def signal_and_check(args: list[str], tmp: Path, point: str, signum: int = signa
 
 
 @pytest.fixture(scope="module")
-def prepared(tmp_path_factory) -> Path:
-    return prepare_bundled_samples(tmp_path_factory.mktemp("prepared"))
+def prepared(bundled_samples) -> Path:
+    return bundled_samples
 
 
 @pytest.fixture(scope="module")
