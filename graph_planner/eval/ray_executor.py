@@ -44,20 +44,18 @@ def _episode_on_node(config_dict: dict[str, Any], task_json: str, dataset_dir: s
     here and travel back as text (``files``: path relative to the eval dir -> content), for the driver to write
     where the local executor writes them."""
     import socket
-    import tempfile
-    from pathlib import Path
 
     import ray
 
     from graph_planner.config.schema import RunConfig as _RunConfig
     from graph_planner.eval.episode import build_episode_fn
     from graph_planner.eval.runner import safe_episode
-    from graph_planner.sandbox.local_copies import drop_templates
+    from graph_planner.sandbox.local_copies import drop_templates, owned_temp_dir
 
     config = _RunConfig.model_validate(config_dict)
     task = TaskRecord.model_validate_json(task_json)
-    with tempfile.TemporaryDirectory(prefix="gp-ray-episode-") as tmp:
-        out = Path(tmp)
+    # owned like a sandbox copy: a worker killed mid-task leaves it to `gp sandbox reap`
+    with owned_temp_dir(run_id, task.task_id, "episode-files") as out:
         try:
             result = safe_episode(build_episode_fn(config, dataset_dir, run_id, trajectories_dir=out / TRAJECTORIES,
                                                    eval_dir=out), task)

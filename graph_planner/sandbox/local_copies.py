@@ -12,7 +12,8 @@ import signal
 import tempfile
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -109,6 +110,22 @@ def track_copy(root: Path) -> None:
         release_copy(root)
         _rmtree(root)
         raise SandboxError(f"not starting sandbox {root}: the process is terminating")
+
+
+@contextmanager
+def owned_temp_dir(run_id: str, task_id: str, kind: str) -> Iterator[Path]:
+    """A scratch dir under the temp dir owned like a sandbox copy (``.owner``): removed when the block ends, at
+    this process's exit or SIGTERM, and by `gp sandbox reap` once its owner is dead (a SIGKILLed worker, a lost
+    node). Write under the yielded ``<dir>/work``, not beside the owner file."""
+    root = Path(tempfile.mkdtemp(prefix=f"{COPY_PREFIX}{kind}-"))
+    try:
+        track_copy(root)
+        mark_owner(root, run_id, task_id)
+        (root / "work").mkdir()
+        yield root / "work"
+    finally:
+        release_copy(root)
+        _rmtree(root)
 
 
 def _rmtree(root: Path) -> None:
