@@ -106,15 +106,18 @@ def test_eval_with_a_missing_dataset_leaves_no_run_dir(tmp_path):
     assert not runs.exists()
 
 
-# A `gp train` in its own process whose rollouts take a while, so a second one starts while it trains.
+# A `gp train` in its own process whose rollouts wait until the test has run the second one (the file ``release``
+# appears; at most 120 s), so the second always starts while the first trains, however slow its start-up.
 SLOW_TRAIN = textwrap.dedent("""
-    import sys, time
+    import os, sys, time
     sys.path.insert(0, {tests!r})
     from test_run_dirs import PromptTask, scripted_rollout
     from graph_planner.training.local import rollout
 
     def slow(policy, tasks, group_size):
-        time.sleep(3)
+        deadline = time.monotonic() + 120
+        while not os.path.exists({release!r}) and time.monotonic() < deadline:
+            time.sleep(0.1)
         return scripted_rollout(policy, tasks, group_size)
 
     rollout.make_env_rollout = lambda config: ([PromptTask(0), PromptTask(1)], slow)
@@ -128,7 +131,8 @@ SLOW_TRAIN = textwrap.dedent("""
 def test_two_trains_at_once_the_second_is_refused_and_leaves_the_first_runs_config(tmp_path, cache_dir):
     runs = tmp_path / "runs"
     args = ["train", "--output-dir", str(runs), "--run-name", "both", "--set", f"paths.cache_dir={cache_dir}", *TINY]
-    script = SLOW_TRAIN.format(tests=str(TESTS))
+    release = tmp_path / "release"
+    script = SLOW_TRAIN.format(tests=str(TESTS), release=str(release))
     first = subprocess.Popen([sys.executable, "-c", script, *args, "--set", "experiment.seed=1"],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     run_dir = runs / "both"
@@ -144,6 +148,8 @@ def test_two_trains_at_once_the_second_is_refused_and_leaves_the_first_runs_conf
         assert f"in use by pid {first.pid}" in " ".join(second.stderr.split())
         assert "Traceback" not in second.stderr
         assert snapshot(run_dir)["resolved_config.yaml"] == config_before
+        assert first.poll() is None, "the first gp train ended before the second was refused"
+        release.touch()
         out, _ = first.communicate(timeout=300)
         assert first.returncode == 0, out
     finally:
