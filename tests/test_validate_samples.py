@@ -3,6 +3,7 @@ gold patch resolves, empty patch does not (SWE-bench shape graded by F2P/P2P, R2
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -38,9 +39,14 @@ def _validate(file: Path, validated: dict[tuple[Path, str], TaskValidation],
     chosen = records[:limit] if limit else records
     todo = [record for record in chosen if (file, record.task_id) not in validated]
     if todo:
-        report = validate_tasks(todo, RunConfig(), file.parent, backend="local")
-        assert report.ok, "\n".join(f"{t.task_id}: {t.error}" for t in report.failed)
-        validated.update({(file, task.task_id): task for task in report.tasks})
+        # two tasks at a time, each in its own sandbox (as gp eval's worker threads run them)
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            done = [task for report in pool.map(
+                lambda record: validate_tasks([record], RunConfig(), file.parent, backend="local"), todo)
+                for task in report.tasks]
+        assert len(done) == len(todo) and all(task.ok for task in done), \
+            "\n".join(f"{t.task_id}: {t.error}" for t in done if not t.ok)
+        validated.update({(file, task.task_id): task for task in done})
     tasks = [validated[file, record.task_id] for record in chosen]
     assert all(task.ok for task in tasks)
     return tasks
