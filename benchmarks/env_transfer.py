@@ -87,8 +87,9 @@ def reuse_sft(sft_dir: Path) -> Any:
 
 
 def run_seed(config: Any, out_dir: Path, with_train: bool, sft_dir: Path | None = None) -> dict[str, Any]:
+    from graph_planner.config.checkpoints import final_model
+    from graph_planner.training.learning_curve import train_through_api
     from graph_planner.training.learning_report import compare_stages
-    from graph_planner.training.local.run import train_local
     from graph_planner.training.sft.trainer import run_sft
 
     started = time.monotonic()
@@ -97,14 +98,15 @@ def run_seed(config: Any, out_dir: Path, with_train: bool, sft_dir: Path | None 
     grpo_config = config.model_copy(deep=True)
     grpo_config.paths.planner_model = str(sft.model_dir)
     grpo_config.training.sft.enabled = False
-    trained = train_local(grpo_config)
+    # the one train API (gp train's path): it writes the run's resolved_config.yaml, by which the learning report
+    # finds the run's metrics.jsonl and reports the GRPO phase's own curve (train_local alone wrote none: null)
+    trained = final_model(train_through_api(grpo_config))
     grpo_seconds = time.monotonic() - started - sft_seconds
-    assert trained.checkpoint is not None, "GRPO saved no checkpoint"
-    grpo_model = trained.checkpoint / "model"  # local checkpoints: step_<k>/model is the HF model dir
+    assert trained is not None, "GRPO saved no checkpoint"
     splits = {s: getattr(config.paths, f) for s, f in (("val", "dataset_val"), ("test", "dataset_eval"))}
     if with_train:
         splits = {"train": config.paths.dataset_train, **splits}
-    stages = {"base": config.paths.planner_model, "sft": str(sft.model_dir), "grpo": str(grpo_model if grpo_model.is_dir() else trained.checkpoint)}
+    stages = {"base": config.paths.planner_model, "sft": str(sft.model_dir), "grpo": str(trained.model_dir)}
     report = compare_stages(config, stages, splits, out_dir / "learning" / f"seed{config.experiment.seed}",
                             config.eval.compare_episodes_per_task)
     return {
