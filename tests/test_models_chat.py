@@ -48,6 +48,25 @@ def test_hf_chat_model_returns_token_ids_and_logprobs(toy_chat):
     assert len(sampled.response_token_ids) <= 5
 
 
+def test_hf_chat_model_cuts_prompts_to_the_training_budget_like_the_trainer(toy_chat):
+    """`gp eval` of a trained model sees the prompts training showed it: the last training.max_prompt_length tokens
+    (uncut, a toy model trained on 128-token prompts answered held-out tasks with parse errors only)."""
+    from graph_planner.agents.factory import make_chat_model
+
+    messages = [{"role": "system", "content": "You fix bugs. " * 40}, {"role": "user", "content": "find truncate"}]
+    full = toy_chat.encode_chat(messages)
+    budget = 32
+    assert len(full) > budget
+    cut = HFChatModel(toy_chat.model_path, sampling=GREEDY, model=toy_chat.model, tokenizer=toy_chat.tokenizer,
+                      max_prompt_tokens=budget)
+    response = cut.chat(messages)
+    assert response.prompt_token_ids == full[-budget:] and response.prompt_tokens == budget
+    assert cut.truncated_prompts == 1
+    assert toy_chat.chat(messages).prompt_token_ids == full  # no budget: the whole prompt
+    config = RunConfig.model_validate({"training": {"max_prompt_length": 48}})
+    assert make_chat_model(config).max_prompt_tokens == 48
+
+
 def test_openai_client_against_gp_serve_on_loopback(server):
     client = OpenAIChatClient(server, "toy", sampling=GREEDY)
     response = client.chat([{"role": "user", "content": "hello"}])

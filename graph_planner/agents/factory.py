@@ -25,7 +25,8 @@ def make_chat_model(config: RunConfig) -> ChatModel:
         path = resolve_model_path(config.paths.planner_model, config.paths.cache_dir)
         return HFChatModel(path, sampling=config.planner_sampling, tokenizer_path=config.paths.planner_tokenizer,
                            dtype=config.backends.dtype, device_map=config.backends.device_map_planner,
-                           seed=config.experiment.seed, max_gpu_memory=config.backends.max_gpu_memory)
+                           seed=config.experiment.seed, max_gpu_memory=config.backends.max_gpu_memory,
+                           max_prompt_tokens=config.training.max_prompt_length)  # the budget it was trained with
     raise ValueError(f"backends.planner_backend={backend!r} has no chat model (use toy, hf or openai)")
 
 

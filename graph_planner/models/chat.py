@@ -219,7 +219,10 @@ class HFChatModel:
         self, model_path: str, sampling: SamplingConfig | None = None, tokenizer_path: str | None = None,
         dtype: str = "float32", device_map: str | Sequence[int] | None = "auto", seed: int | None = None,
         model: Any = None, tokenizer: Any = None, max_gpu_memory: str | None = None,
+        max_prompt_tokens: int | None = None,
     ) -> None:
+        """``max_prompt_tokens``: prompts are cut to their last N tokens, as training cuts them
+        (``training.max_prompt_length``), so a trained model is evaluated on the prompts it learned from."""
         from graph_planner.imports import import_lock
         from graph_planner.models.loading import load_causal_lm
 
@@ -237,6 +240,8 @@ class HFChatModel:
                 kwargs.update(hf_placement(device_map, max_gpu_memory))
             model = load_causal_lm(model_path, **kwargs)
         self.model = model.eval()
+        self.max_prompt_tokens = max_prompt_tokens
+        self.truncated_prompts = 0
         if seed is not None:
             torch.manual_seed(seed)
 
@@ -283,6 +288,12 @@ class HFChatModel:
     ) -> ChatResponse:
         sampling = sampling or self.sampling
         prompt_ids = self.encode_chat(messages, tools)
+        if self.max_prompt_tokens is not None and len(prompt_ids) > self.max_prompt_tokens:
+            self.truncated_prompts += 1
+            (log.warning if self.truncated_prompts == 1 else log.debug)(
+                "prompt of %d tokens cut to its last %d (training.max_prompt_length, as in training)",
+                len(prompt_ids), self.max_prompt_tokens)
+            prompt_ids = prompt_ids[-self.max_prompt_tokens:]
         response_ids, logprobs = self.generate_ids(prompt_ids, sampling)
         text = self.tokenizer.decode(response_ids, skip_special_tokens=True)
         text, tool_calls = extract_tool_calls(text)
