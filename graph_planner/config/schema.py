@@ -224,7 +224,8 @@ class TrainingConfig(AlgorithmKeys, Section):
     )
     rollout_engine: Literal["vllm", "sglang", "hf"] = Field(
         "vllm", description="verl backend: inference engine of the rollout (actor_rollout_ref.rollout.name); hf = "
-        "transformers.generate, the CPU rollout of graph_planner.training.verl.cpu (used on a GPU-less local head)."
+        "transformers.generate (graph_planner.training.verl.hf_rollout: the rollout on a GPU-less local head, and "
+        "on a GPU without vLLM / SGLang)."
     )
     env_groups: int = Field(
         1, ge=1, description="ROLL env groups: GRPO groups (one task x group_size envs) rolled out at the same time "
