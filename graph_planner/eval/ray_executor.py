@@ -183,16 +183,16 @@ def _init_private(config: RunConfig, auth: PrivateRayAuth) -> None:
             ray.shutdown()
 
 
-def iter_ray(tasks: list[TaskRecord], config: RunConfig, dataset_dir: str, run_id: str,
-             address: str | None = None, eval_dir: Path | None = None) -> Iterator[TaskResult]:
+def iter_ray(tasks: list[TaskRecord], config: RunConfig, dataset_dir: str, run_id: str, eval_dir: Path,
+             address: str | None = None) -> Iterator[TaskResult]:
     """Submit one Ray task per episode and yield results in completion order; each task's test output and
-    trajectory are written under ``eval_dir`` (as the local executor writes them) when it is given."""
+    trajectory are written under ``eval_dir``, as the local executor writes them."""
     with ray_session(config, address):
         yield from _iter_on_cluster(tasks, config, dataset_dir, run_id, eval_dir)
 
 
 def _iter_on_cluster(tasks: list[TaskRecord], config: RunConfig, dataset_dir: str,
-                     run_id: str, eval_dir: Path | None = None) -> Iterator[TaskResult]:
+                     run_id: str, eval_dir: Path) -> Iterator[TaskResult]:
     import ray
 
     from graph_planner.config.loader import config_to_dict
@@ -240,10 +240,7 @@ def _iter_on_cluster(tasks: list[TaskRecord], config: RunConfig, dataset_dir: st
                                  error=f"ray: {type(exc).__name__}: {exc}",
                                  info={"attempts": attempts[task.task_id], "node_losses": losses.get(task.task_id, [])})
                 continue
-            if eval_dir is not None:
-                write_episode_files(eval_dir, sent["files"])
-            else:
-                row.test_output = None  # nowhere to keep it
+            write_episode_files(eval_dir, sent["files"])
             row.info["node_name"] = names.name(row.info.get("node"))
             if task.task_id in losses:
                 row.info["attempts"] = attempts[task.task_id]
