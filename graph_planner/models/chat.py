@@ -206,6 +206,17 @@ def finish_reason(response_ids: list[int], eos: int | None, max_new_tokens: int)
     return "stop" if (response_ids and response_ids[-1] == eos) or len(response_ids) < max_new_tokens else "length"
 
 
+def cut_prompt(ids: list[int], budget: int, cut_so_far: int, setting: str) -> tuple[list[int], bool]:
+    """The one rule for a prompt over its token budget, in training and eval alike: keep its last ``budget``
+    tokens (the end holds the latest observation). Returns (ids, whether they were cut); the first cut a holder
+    makes (``cut_so_far`` 0) is logged as a warning naming ``setting``, later ones at debug."""
+    if len(ids) <= budget:
+        return ids, False
+    (log.warning if cut_so_far == 0 else log.debug)("prompt of %d tokens cut to its last %d (%s)", len(ids),
+                                                    budget, setting)
+    return ids[-budget:], True
+
+
 class HFChatModel:
     """A local transformers causal LM driven through its chat template.
 
@@ -288,12 +299,10 @@ class HFChatModel:
     ) -> ChatResponse:
         sampling = sampling or self.sampling
         prompt_ids = self.encode_chat(messages, tools)
-        if self.max_prompt_tokens is not None and len(prompt_ids) > self.max_prompt_tokens:
-            self.truncated_prompts += 1
-            (log.warning if self.truncated_prompts == 1 else log.debug)(
-                "prompt of %d tokens cut to its last %d (training.max_prompt_length, as in training)",
-                len(prompt_ids), self.max_prompt_tokens)
-            prompt_ids = prompt_ids[-self.max_prompt_tokens:]
+        if self.max_prompt_tokens is not None:
+            prompt_ids, cut = cut_prompt(prompt_ids, self.max_prompt_tokens, self.truncated_prompts,
+                                         "training.max_prompt_length, as in training")
+            self.truncated_prompts += cut
         response_ids, logprobs = self.generate_ids(prompt_ids, sampling)
         text = self.tokenizer.decode(response_ids, skip_special_tokens=True)
         text, tool_calls = extract_tool_calls(text)

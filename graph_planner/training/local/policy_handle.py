@@ -4,15 +4,13 @@ ids and the log-probs the trainer recomputes (so the PPO ratio starts at 1)."""
 from __future__ import annotations
 
 import contextlib
-import logging
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import torch
 
 from graph_planner.config.schema import SamplingConfig
-
-log = logging.getLogger(__name__)
+from graph_planner.models.chat import cut_prompt
 
 
 class Generation(NamedTuple):
@@ -80,13 +78,9 @@ class PolicyHandle:
         """``n`` responses to each prompt in one left-padded ``generate`` call; one list per prompt."""
         encoded = []
         for prompt in prompts:
-            ids = self.encode(prompt)
-            if len(ids) > self.max_prompt_length:
-                self.truncated_prompts += 1
-                (log.warning if self.truncated_prompts == 1 else log.debug)(
-                    "prompt of %d tokens cut to its last %d (training.max_prompt_length; counted in "
-                    "rollout/truncated_prompts)", len(ids), self.max_prompt_length)
-                ids = ids[-self.max_prompt_length:]
+            ids, cut = cut_prompt(self.encode(prompt), self.max_prompt_length, self.truncated_prompts,
+                                  "training.max_prompt_length; counted in rollout/truncated_prompts")
+            self.truncated_prompts += cut
             encoded.append(ids)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
         width = max(len(ids) for ids in encoded)
