@@ -382,3 +382,44 @@ def test_slots_are_shared_across_processes_and_freed_when_a_holder_dies(tmp_path
     mine.release()  # idempotent
     again.release()
     assert slots.held_count() == 0
+
+
+def test_visible_context_tail_keeps_the_last_window_tokens_of_the_added_block_with_their_metadata():
+    from graph_planner.training.verl.agent_loop import visible_context_tail
+
+    ids = [1, 2, 3, 10, 11, 12, 13, 14]  # prompt (1..3), then: a generated token 10, a 4-token observation block
+    mask, logprobs = [1, 0, 0, 0, 0], [-0.5, 0.0, 0.0, 0.0, 0.0]
+    assert visible_context_tail(ids, mask, logprobs, 4, None) == (ids, mask, logprobs)  # full attention: uncut
+    assert visible_context_tail(ids, mask, logprobs, 4, 4) == (ids, mask, logprobs)  # fits the window
+    cut_ids, cut_mask, cut_lp = visible_context_tail(ids, mask, logprobs, 4, 2)
+    assert cut_ids == [1, 2, 3, 10, 13, 14] and cut_mask == [1, 0, 0] and cut_lp == [-0.5, 0.0, 0.0]
+    assert visible_context_tail(ids, mask, None, 4, 2)[2] is None
+
+
+def test_an_attention_window_shows_the_model_the_same_last_tokens_on_a_shorter_sequence(tmp_path, prepared, tokenizer,
+                                                                                        ledger):
+    """With ``training.attention_window`` W, each observation turn keeps its last W tokens: every prompt the model
+    server gets ends in the same W tokens as without the cut (what a model attending to W tokens sees), the
+    model's own tokens are unchanged, and the sequence is shorter."""
+    prepared_dir, row = prepared
+    window = 12
+    outs, calls = {}, {}
+    for name, training in (("full", {}), ("windowed", {"attention_window": window})):
+        (tmp_path / name).mkdir()
+        server = ScriptedServerManager(tokenizer, RESOLVING_SCRIPT)
+        config = write_run_config(tmp_path / name, prepared_dir, "gold", training=training)
+        outs[name], _ = run_episode(tmp_path / name, config, server, tokenizer, row)
+        calls[name] = [c["prompt_ids"] for c in server.calls]
+    full, windowed = outs["full"], outs["windowed"]
+    assert windowed.reward_score == pytest.approx(1.0) and windowed.extra_fields["graph_planner"]["resolved"]
+    assert len(calls["full"]) == len(calls["windowed"]) == 3
+    for uncut, cut in zip(calls["full"], calls["windowed"], strict=True):
+        assert cut[-window:] == uncut[-window:]
+    assert calls["full"][1][-window - 1:] != calls["windowed"][1][-window - 1:]  # the cut did drop tokens
+    observations = [b - a for value, a, b in runs(windowed.response_mask) if value == 0]
+    assert observations and max(observations) == window
+    generated = {name: [out.response_ids[a:b] for value, a, b in runs(out.response_mask) if value == 1]
+                 for name, out in outs.items()}
+    assert generated["full"] == generated["windowed"]
+    assert len(windowed.response_ids) < len(full.response_ids)
+    assert len(windowed.response_ids) == len(windowed.response_mask) == len(windowed.response_logprobs)

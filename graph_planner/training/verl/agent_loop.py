@@ -13,7 +13,9 @@ row's ``raw_prompt`` is not used) is rendered once by verl's Continuous Token bu
 appended: the model's tokens as generated (mask 1), then each observation as a user turn (mask 0), so nothing the
 model produced is re-tokenized. Unlike the local ModelPolicy, history is never trimmed (``env.history_turns``
 does not apply): a trajectory is one token sequence, bounded by verl's ``response_length``; each turn generates
-at most ``planner_sampling.max_new_tokens``.
+at most ``planner_sampling.max_new_tokens``. With ``training.attention_window`` (a model that attends to its last
+N tokens) an observation turn keeps only its last N tokens: the model could never see the rest
+(:func:`visible_context_tail`).
 
 Sandboxes: at most ``parallel.workflow_parallel`` open at once per node, across all worker processes
 (:mod:`graph_planner.sandbox.slots`, the cap every runner's sandbox takes in ``build_env``): the loop waits for
@@ -140,6 +142,28 @@ def episode_seed(seed: int, task_id: str, occurrence: int) -> int:
     return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
 
 
+def visible_context_tail(token_ids: list[int], mask: list[int], logprobs: list[float] | None, added: int,
+                         window: int | None) -> tuple[list[int], list[int], list[float] | None]:
+    """Drop what a model attending to its last ``window`` tokens can never see of the ``added`` context tokens just
+    appended (an observation turn): their last ``window`` are kept.
+
+    Lossless for such a model (``training.attention_window``): every position's window ends at or after the block,
+    so it reaches at most the block's last ``window`` tokens; rotary positions are relative, so the shift changes no
+    attention score. It is what the local engine's per-turn prompt (its last ``max_prompt_length`` tokens) shows the
+    model, and it keeps an observation of a few hundred tokens from spending the trajectory's
+    ``max_response_length`` budget: uncut, 12.5 % of a step's episodes of local_verl_learning.yaml ended on that
+    budget, which the local engine never does (measured 2026-11-28)."""
+    extra = added - window if window else 0
+    if extra <= 0:
+        return token_ids, mask, logprobs
+    start = len(token_ids) - added  # the block is the tail of the sequence and of its response metadata
+    cut_ids = token_ids[:start] + token_ids[start + extra:]
+    at = len(mask) - added
+    cut_mask = mask[:at] + mask[at + extra:]
+    cut_logprobs = None if logprobs is None else logprobs[:at] + logprobs[at + extra:]
+    return cut_ids, cut_mask, cut_logprobs
+
+
 def response_clipped(token_ids: list[int], budget: int, stop_ids: set[int]) -> bool:
     """A generation that used its whole ``max_tokens`` without a stop token was cut at the length limit."""
     return len(token_ids) >= budget and not (token_ids and token_ids[-1] in stop_ids)
@@ -230,9 +254,12 @@ class GraphPlannerAgentLoop(AgentLoopBase):
             updated = [*previous, {"role": "user", "content": last.observation}]
             merged, new_mask, new_logprobs = await self.ct_merge_context_msg(
                 previous, updated, tokens, mask, logprobs or None)
+            merged_ids, new_mask, new_logprobs = visible_context_tail(
+                merged.token_ids, new_mask, new_logprobs,
+                merged.appended_token_count + len(merged.inserted_token_ids), config.training.attention_window)
             if len(new_mask) >= self.response_length:
                 break  # the observation does not fit: the episode ends here, cut by the token budget
-            tokens, mask, messages, observations = merged.token_ids, new_mask, updated, observations + 1
+            tokens, mask, messages, observations = merged_ids, new_mask, updated, observations + 1
             if logprobs:
                 logprobs = new_logprobs or []
         # the env's summary; when verl's token budget cut the episode first, the env ends it (charged like its
