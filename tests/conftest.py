@@ -1,10 +1,10 @@
 """Shared pytest fixtures. Prefect's are opt-in: a flow test module sets
 ``pytestmark = pytest.mark.usefixtures("prefect_harness")`` or requests ``flow_workspace``.
 
-The suite runs on pytest-xdist workers as ``pytest -n 2 --dist loadfile`` (not yet `make test`'s default: its gain
-on an idle 2-core machine is unmeasured): much of it waits on one subprocess at a time (gp commands, sandboxed test
-runs, Ray heads, verl jobs, containers). A test module runs whole on one worker, so its module fixtures (a verl
-job, a Ray head, a Prefect server) are made once.
+The suite also runs on pytest-xdist workers as ``pytest -n 2 --dist loadfile`` (a test module runs whole on one
+worker, so its module fixtures, a verl job, a Ray head, a Prefect server, are made once). It is not `make test`'s
+way: on an idle 2-core machine it took 36:19 against ~21-25 min sequentially (2026-11-28, docs/testing.md), the two
+workers, the background demo and the Ray / Docker daemons oversubscribing two cores.
 (``--dist loadgroup`` would let modules share a worker, but pytest-xdist 3.8 sets the group through
 ``item._nodeid``, which pytest 9.2 no longer reads.)"""
 

@@ -399,7 +399,7 @@ def test_visible_context_tail_keeps_the_last_window_tokens_of_the_added_block_wi
 def test_an_attention_window_shows_the_model_the_same_last_tokens_on_a_shorter_sequence(tmp_path, prepared, tokenizer,
                                                                                         ledger):
     """With ``training.attention_window`` W, each observation turn keeps its last W tokens: every prompt the model
-    server gets ends in the same W tokens as without the cut (what a model attending to W tokens sees), the
+    server gets ends in the same W tokens as without the cut (what its attention window reads next), the
     model's own tokens are unchanged, and the sequence is shorter."""
     prepared_dir, row = prepared
     window = 12

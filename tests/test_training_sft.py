@@ -101,14 +101,19 @@ def test_tokenised_like_rollouts(rule_rows, shared_model_cache):
         assert tokenizer.decode(response, skip_special_tokens=True) == example.response
 
 
-def test_gp_sft_from_eval_trajectories_writes_a_trainable_model(rule_rows, tmp_path, shared_model_cache):
-    from transformers import AutoModelForCausalLM
-
-    trajectories = tmp_path / "trajectories"
+def write_trajectories(rule_rows, trajectories: Path) -> Path:
+    """The rule episodes as eval trajectory files (one JSONL per task), as `gp sft --source trajectories` reads."""
     for task_id, rows in rule_rows.items():
         path = trajectories / f"{task_id}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("".join(json.dumps(r, default=str) + "\n" for r in rows), encoding="utf-8")
+    return trajectories
+
+
+def test_gp_sft_from_eval_trajectories_writes_a_trainable_model(rule_rows, tmp_path, shared_model_cache):
+    from transformers import AutoModelForCausalLM
+
+    trajectories = write_trajectories(rule_rows, tmp_path / "trajectories")
     out = tmp_path / "sft-out"
     result = CliRunner().invoke(app, [
         "sft", "-c", str(LOCAL_DEBUG_CONFIG), "--source", "trajectories", "--trajectories", str(trajectories),
@@ -132,3 +137,21 @@ def test_trajectories_source_without_files_is_a_clear_error(tmp_path):
                                       "--output-dir", str(tmp_path / "runs")])
     assert result.exit_code == 2 and "no trajectory *.jsonl files" in result.output
 
+
+
+def test_sft_with_an_attention_window_trains_the_windowed_model_verl_will_run(rule_rows, tmp_path, shared_model_cache):
+    """With ``training.attention_window`` the verl job runs the planner with sliding-window attention; the SFT warm
+    start trains that same architecture (a Llama toy becomes the same-weight Mistral with ``sliding_window``), so
+    the SFT model acts in verl as it acted in SFT."""
+    trajectories = write_trajectories(rule_rows, tmp_path / "trajectories")
+    out = tmp_path / "sft-out"
+    result = CliRunner().invoke(app, [
+        "sft", "-c", str(LOCAL_DEBUG_CONFIG), "--source", "trajectories", "--trajectories", str(trajectories),
+        "--out", str(out), "--output-dir", str(tmp_path / "runs"), "--set", f"paths.cache_dir={shared_model_cache}",
+        "--set", "training.sft.epochs=1", "--set", "training.max_prompt_length=256",
+        "--set", "training.attention_window=16"])
+    assert result.exit_code == 0, result.output
+    config = json.loads((out / "model" / "config.json").read_text())
+    assert config["model_type"] == "mistral" and config["sliding_window"] == 16, config
+    assert (ensure_toy_checkpoint(shared_model_cache) / "config.json").is_file()  # the shared base is untouched
+    assert json.loads((ensure_toy_checkpoint(shared_model_cache) / "config.json").read_text())["model_type"] == "llama"

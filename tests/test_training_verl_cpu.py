@@ -151,7 +151,7 @@ def test_windowed_model_dir_is_the_same_weights_attending_to_the_last_n_tokens(t
     the window it computes exactly what the original does, and other model types are refused by field name."""
     from transformers import AutoModelForCausalLM
 
-    from graph_planner.training.verl.attention_window import windowed_model_dir
+    from graph_planner.models.attention_window import windowed_model_dir
 
     out = windowed_model_dir(toy_path, 16, tmp_path / "windowed")
     config = json.loads((out / "config.json").read_text())

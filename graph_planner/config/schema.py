@@ -208,9 +208,10 @@ class TrainingConfig(AlgorithmKeys, Section):
     max_response_length: int = Field(512, ge=1, description="Response token budget per turn.")
     attention_window: int | None = Field(
         None, ge=1, description="verl backend: the planner attends to its last N tokens only (sliding-window "
-        "attention; a Llama checkpoint runs as the same-weight Mistral model). A verl trajectory is one growing "
-        "token sequence; with N = max_prompt_length a small-context model sees what the local engine's per-turn "
-        "prompts show it. None = full attention.")
+        "attention; a Llama checkpoint runs as the same-weight Mistral model, and the SFT warm start trains that "
+        "model). A verl trajectory is one growing token sequence; with N = max_prompt_length a small-context model "
+        "sees what the local engine's per-turn prompts show it, and each observation turn keeps only its last N "
+        "tokens, as a per-turn prompt of max_prompt_length does. None = full attention.")
     resume_from: str | None = Field(None, description="Checkpoint dir to resume from ('auto' = latest in run dir).")
     torch_threads: int | None = Field(
         None, ge=1, description="torch CPU threads for the local backend's rollouts (null = torch's default)."

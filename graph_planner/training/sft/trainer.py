@@ -75,6 +75,7 @@ def run_sft(config: RunConfig, out_dir: str | Path | None = None,
 
     from graph_planner.models.loading import load_causal_lm
     from graph_planner.models.toy import resolve_model_path
+    from graph_planner.imports import import_lock
     from graph_planner.training.background_imports import SFT_IMPORTS, import_in_background
     from graph_planner.training.sft.data import collect_examples, tokenize_example
 
@@ -84,20 +85,33 @@ def run_sft(config: RunConfig, out_dir: str | Path | None = None,
     threads = sft.torch_threads or t.torch_threads
     if threads is not None:
         torch.set_num_threads(threads)
-    if collected is None:
-        import_in_background(*SFT_IMPORTS)  # TRL (~5 s) loads while the demonstrations play
+    loading = import_in_background(*SFT_IMPORTS) if collected is None else None  # TRL (~5 s) loads meanwhile
     examples, counts = collected if collected is not None else collect_examples(config)
-    from datasets import Dataset
-    from transformers import AutoTokenizer, PrinterCallback
-    from trl import SFTConfig as TRLSFTConfig
-    from trl import SFTTrainer
+    if loading is not None:
+        # the imports below must not race that thread's: a half-imported trl raised "cannot import name
+        # 'SFTConfig' from 'trl'" when the examples came quickly (trajectory files) on a busy machine
+        loading.join()
+    with import_lock():
+        from datasets import Dataset
+        from transformers import AutoTokenizer, PrinterCallback
+        from trl import SFTConfig as TRLSFTConfig
+        from trl import SFTTrainer
 
     base = resolve_model_path(config.paths.planner_model, config.paths.cache_dir)
     tokenizer = AutoTokenizer.from_pretrained(config.paths.planner_tokenizer or base)
     rows = [tokenize_example(e, tokenizer, t.max_prompt_length) for e in examples]
     dataset = Dataset.from_list(rows)
-    model = load_causal_lm(base, dtype=torch.float32)
     work = out / "trainer"
+    if t.attention_window:
+        # the verl job runs the planner attending to its last N tokens; SFT trains that architecture, so the
+        # warm-started model acts in the job as it did here (a full-attention SFT model, windowed only in the job,
+        # lost the start of its prompt while writing: reward 0.164 -> 0.063 on the same 64 episodes, 2026-11-28)
+        from graph_planner.models.attention_window import windowed_model_dir
+
+        model = load_causal_lm(str(windowed_model_dir(base, t.attention_window, work / "windowed_base")),
+                               dtype=torch.float32)
+    else:
+        model = load_causal_lm(base, dtype=torch.float32)
     args = TRLSFTConfig(
         output_dir=str(work), num_train_epochs=sft.epochs, max_steps=sft.max_steps,
         per_device_train_batch_size=sft.batch_size, learning_rate=sft.lr, lr_scheduler_type="constant",

@@ -14,7 +14,7 @@ appended: the model's tokens as generated (mask 1), then each observation as a u
 model produced is re-tokenized. Unlike the local ModelPolicy, history is never trimmed (``env.history_turns``
 does not apply): a trajectory is one token sequence, bounded by verl's ``response_length``; each turn generates
 at most ``planner_sampling.max_new_tokens``. With ``training.attention_window`` (a model that attends to its last
-N tokens) an observation turn keeps only its last N tokens: the model could never see the rest
+N tokens) an observation turn keeps only its last N tokens, as the local engine's per-turn prompt does
 (:func:`visible_context_tail`).
 
 Sandboxes: at most ``parallel.workflow_parallel`` open at once per node, across all worker processes
@@ -144,15 +144,15 @@ def episode_seed(seed: int, task_id: str, occurrence: int) -> int:
 
 def visible_context_tail(token_ids: list[int], mask: list[int], logprobs: list[float] | None, added: int,
                          window: int | None) -> tuple[list[int], list[int], list[float] | None]:
-    """Drop what a model attending to its last ``window`` tokens can never see of the ``added`` context tokens just
-    appended (an observation turn): their last ``window`` are kept.
+    """Of the ``added`` context tokens just appended (an observation turn), keep the last ``window``: what a model
+    attending to its last ``window`` tokens (``training.attention_window``) reads of them when it next writes.
 
-    Lossless for such a model (``training.attention_window``): every position's window ends at or after the block,
-    so it reaches at most the block's last ``window`` tokens; rotary positions are relative, so the shift changes no
-    attention score. It is what the local engine's per-turn prompt (its last ``max_prompt_length`` tokens) shows the
-    model, and it keeps an observation of a few hundred tokens from spending the trajectory's
-    ``max_response_length`` budget: uncut, 12.5 % of a step's episodes of local_verl_learning.yaml ended on that
-    budget, which the local engine never does (measured 2026-11-28)."""
+    With ``window`` = ``max_prompt_length`` this is what the local engine's per-turn prompt (the last
+    ``max_prompt_length`` tokens of the turn's context) gives the model. Not bit-for-bit the uncut sequence: each
+    layer attends ``window`` tokens back, so through the kept tokens' own states a 2-layer model's last layer
+    reached up to 2 x ``window`` tokens back. It keeps an observation of a few hundred tokens from spending the
+    trajectory's ``max_response_length`` budget: uncut, 12.5 % of a step's episodes of local_verl_learning.yaml
+    ended on that budget, which the local engine never does (measured 2026-11-28)."""
     extra = added - window if window else 0
     if extra <= 0:
         return token_ids, mask, logprobs

@@ -137,7 +137,7 @@ def run(config: RunConfig, config_path: str, data: VerlDataPaths, agent_loop: st
     if config.paths.planner_model == "toy":
         config.paths.planner_model = resolve_model_path("toy", config.paths.cache_dir)
     if config.training.attention_window:  # actor, reference and rollout all load this dir
-        from graph_planner.training.verl.attention_window import windowed_model_dir
+        from graph_planner.models.attention_window import windowed_model_dir
 
         config.paths.planner_model = str(windowed_model_dir(
             config.paths.planner_model, config.training.attention_window, run_dir / "verl" / "windowed_model"))

@@ -1,4 +1,5 @@
-"""``training.attention_window``: the planner checkpoint as a sliding-window model, for the verl job.
+"""``training.attention_window``: the planner checkpoint as a sliding-window model, for the verl job and the SFT warm
+start that feeds it (one architecture from SFT to the job's final model).
 
 Why: a verl trajectory is one token sequence that grows turn by turn (the first prompt, then each response and
 observation appended), while the local engine and the SFT warm start give the model a fresh prompt each turn, cut
