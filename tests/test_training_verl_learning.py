@@ -4,8 +4,8 @@ oracle synthesiser, real local sandboxes and real tests) raises the training rew
 
 It runs the same measuring function as ``benchmarks/env_learning.py --backend verl``
 (graph_planner/training/learning_curve.py) on one seed, with the benchmark's 10 steps: 6 steps (first 3 vs last 3)
-do not carry the signal (seed 0's measured curve rose +0.013 over its first 6 steps and +0.118 over 10). SFT ~1 min,
-Ray and verl start-up ~2 min, a step ~45 s on an idle 2-core machine (70-170 s at load average 40).
+do not carry the signal (seed 0's measured curve rose +0.013 over its first 6 steps and +0.118 over 10). SFT 1-4 min,
+Ray and verl start-up ~2 min, a step 30-45 s on an idle 2-core machine (70-170 s at load average 40).
 """
 
 from __future__ import annotations
@@ -52,14 +52,16 @@ def test_verl_grpo_raises_the_training_reward_from_the_sft_model(verl_learning) 
     ``training.attention_window`` they were 79 %, and the reward stayed at -0.19 .. -0.16 over 10 steps);
     the mean reward of the last ``WINDOW`` steps exceeds the first ``WINDOW`` (``RISE_BOUND`` 0).
 
-    The bound: this run is deterministic on a machine (per-request sampling seeds); its GRPO phase, measured here
-    from the seed-0 SFT model of the fresh-clone demo (same SFT settings and seed as this test's), rose +0.029
-    (+0.027 -> +0.056; parse errors 19 % -> 5 %); the same seed before the per-request seeds rose +0.118,
-    the local engine from the same SFT model +0.148. A loop that does not learn gives 0 +- ~0.035 (a step's 32
+    The bound: this run is deterministic on a machine (per-request sampling seeds; the same curve idle and at load
+    ~9). Its curve differs between machine types (their SFT models differ). Measured with
+    ``benchmarks/env_learning.py --backend verl --seeds 0`` (the same function, seed and steps as this test):
+    +0.066 on one machine type (before docs/training.md items 6-7); on a second, 0.000 before items 6-7 (this test
+    failed there: first 5 = last 5 = 0.0767), +0.073 with the observation cut (item 6) and +0.129 with the windowed
+    SFT model too (item 7; seeds 1 and 2 there: +0.071, +0.074). A loop that does not learn gives 0 +- ~0.035 (a step's 32
     episodes have reward std ~0.3, tasks correlated: ~0.025 per 5-step mean); the unwindowed verl path rose +0.011
-    at 79 % parse errors, which the parse-error check catches. A bound above 0 would fail this seed's own measured
-    curve; so the test asserts the direction, and the margin is thin: a weak detector on its own until
-    ``benchmarks/env_learning.py --backend verl`` over 3 seeds calibrates it (docs/training.md, "Learning on verl").
+    at 79 % parse errors, which the parse-error check catches. The bound stays at the direction, 0: seed 0 with
+    items 6-7 is measured on one machine type only, and CI may run on either; raise it once both are measured
+    (docs/training.md, "Learning on verl").
     """
     result = verl_learning
     assert result["backend"] == "verl" and result["steps"] == STEPS, result
