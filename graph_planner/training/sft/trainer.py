@@ -73,9 +73,9 @@ def run_sft(config: RunConfig, out_dir: str | Path | None = None,
 
     import torch
 
+    from graph_planner.imports import import_lock
     from graph_planner.models.loading import load_causal_lm
     from graph_planner.models.toy import resolve_model_path
-    from graph_planner.imports import import_lock
     from graph_planner.training.background_imports import SFT_IMPORTS, import_in_background
     from graph_planner.training.sft.data import collect_examples, tokenize_example
 
@@ -102,16 +102,15 @@ def run_sft(config: RunConfig, out_dir: str | Path | None = None,
     rows = [tokenize_example(e, tokenizer, t.max_prompt_length) for e in examples]
     dataset = Dataset.from_list(rows)
     work = out / "trainer"
+    start_from = base
     if t.attention_window:
         # the verl job runs the planner attending to its last N tokens; SFT trains that architecture, so the
         # warm-started model acts in the job as it did here (a full-attention SFT model, windowed only in the job,
         # lost the start of its prompt while writing: reward 0.164 -> 0.063 on the same 64 episodes, 2026-11-28)
         from graph_planner.models.attention_window import windowed_model_dir
 
-        model = load_causal_lm(str(windowed_model_dir(base, t.attention_window, work / "windowed_base")),
-                               dtype=torch.float32)
-    else:
-        model = load_causal_lm(base, dtype=torch.float32)
+        start_from = str(windowed_model_dir(base, t.attention_window, work / "windowed_base"))
+    model = load_causal_lm(start_from, dtype=torch.float32)
     args = TRLSFTConfig(
         output_dir=str(work), num_train_epochs=sft.epochs, max_steps=sft.max_steps,
         per_device_train_batch_size=sft.batch_size, learning_rate=sft.lr, lr_scheduler_type="constant",

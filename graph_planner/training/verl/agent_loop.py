@@ -153,15 +153,13 @@ def visible_context_tail(token_ids: list[int], mask: list[int], logprobs: list[f
     reached up to 2 x ``window`` tokens back. It keeps an observation of a few hundred tokens from spending the
     trajectory's ``max_response_length`` budget: uncut, 12.5 % of a step's episodes of local_verl_learning.yaml
     ended on that budget, which the local engine never does (measured 2026-11-28)."""
-    extra = added - window if window else 0
-    if extra <= 0:
+    if not window or added <= window:
         return token_ids, mask, logprobs
-    start = len(token_ids) - added  # the block is the tail of the sequence and of its response metadata
-    cut_ids = token_ids[:start] + token_ids[start + extra:]
-    at = len(mask) - added
-    cut_mask = mask[:at] + mask[at + extra:]
-    cut_logprobs = None if logprobs is None else logprobs[:at] + logprobs[at + extra:]
-    return cut_ids, cut_mask, cut_logprobs
+
+    def keep(seq: list[Any]) -> list[Any]:  # the block is the tail of the sequence and of its response metadata
+        return seq[:len(seq) - added] + seq[-window:]
+
+    return keep(token_ids), keep(mask), None if logprobs is None else keep(logprobs)
 
 
 def response_clipped(token_ids: list[int], budget: int, stop_ids: set[int]) -> bool:
