@@ -13,7 +13,6 @@ import json
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from graph_planner.env.samples import LOCAL_DEBUG_CONFIG
+from graph_planner.training.ray.head import free_ports
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 psutil = pytest.importorskip("psutil")
@@ -35,12 +35,6 @@ VENV_BIN = Path(sys.executable).parent
 #: 2-core machine under load, most of it the driver noticing and writing the report).
 HEAD_LOSS_BOUND_S = 30.0
 RUN_TIMEOUT_S = 420
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class TwoNodeCluster:
@@ -55,7 +49,7 @@ class TwoNodeCluster:
                     "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
         for key in ("RAY_ADDRESS", "RAY_AUTH_TOKEN"):
             self.env.pop(key, None)
-        self.gcs_port = _free_port()
+        self.gcs_port = free_ports(1)[0]
         self.address = f"127.0.0.1:{self.gcs_port}"
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.started: Counter[str] = Counter()
@@ -65,10 +59,13 @@ class TwoNodeCluster:
 
     def _start(self, node: str, args: list[str]) -> None:
         self.tmpdir(node).mkdir(exist_ok=True)
+        flags = ["--node-manager-port", "--object-manager-port", "--dashboard-agent-listen-port",
+                 "--dashboard-agent-grpc-port", "--metrics-export-port", "--runtime-env-agent-port"]
+        if node == "head":
+            flags += ["--ray-client-server-port", "--dashboard-port"]
         ports: list[str] = []
-        for flag in ("--node-manager-port", "--object-manager-port", "--dashboard-agent-listen-port",
-                     "--dashboard-agent-grpc-port", "--metrics-export-port", "--runtime-env-agent-port"):
-            ports += [flag, str(_free_port())]
+        for flag, port in zip(flags, free_ports(len(flags)), strict=True):  # distinct: chosen together
+            ports += [flag, str(port)]
         env = {**self.env, "TMPDIR": str(self.tmpdir(node))}
         with open(self.root / f"{node}.log", "ab") as log:
             self.procs[node] = subprocess.Popen(
@@ -92,9 +89,7 @@ class TwoNodeCluster:
         raise RuntimeError(f"ray start for {node} did not start in {timeout_s:.0f} s")
 
     def start(self, nodes: int = 2) -> TwoNodeCluster:
-        self._start_node("head", ["--head", "--port", str(self.gcs_port), "--include-dashboard", "false",
-                                  "--ray-client-server-port", str(_free_port()), "--dashboard-port",
-                                  str(_free_port())])
+        self._start_node("head", ["--head", "--port", str(self.gcs_port), "--include-dashboard", "false"])
         if nodes == 2:
             self._start_node("worker", ["--address", self.address])
         return self

@@ -10,7 +10,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,6 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from graph_planner.config.loader import load_run_config
+from graph_planner.training.ray.head import free_ports
 from graph_planner.training.ray.job import (
     EXIT_FAILED,
     EXIT_REFUSED,
@@ -31,12 +31,6 @@ from graph_planner.training.ray.job import (
 )
 
 pytestmark = pytest.mark.ray
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def _leftovers(marker: str) -> list[int]:
     out = subprocess.run(["pgrep", "-f", marker], check=False, capture_output=True, text=True).stdout.split()
@@ -67,11 +61,11 @@ def ray_head():
     auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)}
     venv_bin = Path(sys.executable).parent
     env = {**os.environ, **auth, "PATH": f"{venv_bin}:{os.environ.get('PATH', '')}"}
-    dashboard = _free_port()
+    gcs, dashboard, client_port, agent, metrics, runtime_env = (str(p) for p in free_ports(6))
     cmd = [str(venv_bin / "ray"), "start", "--head", "--block", "--num-cpus", "1", "--num-gpus", "0",
-           "--port", str(_free_port()), "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dashboard),
-           "--ray-client-server-port", str(_free_port()), "--dashboard-agent-listen-port", str(_free_port()),
-           "--metrics-export-port", str(_free_port()), "--runtime-env-agent-port", str(_free_port()),
+           "--port", gcs, "--dashboard-host", "127.0.0.1", "--dashboard-port", dashboard,
+           "--ray-client-server-port", client_port, "--dashboard-agent-listen-port", agent,
+           "--metrics-export-port", metrics, "--runtime-env-agent-port", runtime_env,
            "--temp-dir", str(tmp / "r"), "--disable-usage-stats"]
     log_file = open(tmp / "head.log", "w")  # noqa: SIM115 - closed in teardown
     head = subprocess.Popen(cmd, env=env, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)

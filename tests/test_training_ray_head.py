@@ -27,3 +27,20 @@ def test_a_head_that_cannot_start_names_its_log_and_leaves_no_process(tmp_path, 
     assert f"see its log {tmp_path / 'ray_head.log'}" in str(err.value)
     assert head.own_pids() == [] and not head.temp_dir.exists()
     assert Path(tmp_path / "ray_head.log").stat().st_size > 0
+
+
+def test_a_head_whose_chosen_ports_clash_starts_again_on_new_ones(tmp_path, monkeypatch):
+    from graph_planner.training.ray import head as head_module
+
+    real = head_module.free_ports
+    clash = real(1)[0]
+    offers = iter([[clash] * len(head_module.PORT_FLAGS)])  # the first choice gives every component one port
+    monkeypatch.setattr(head_module, "free_ports", lambda n: next(offers, None) or real(n))
+    head = LocalRayHead(num_cpus=4, num_gpus=1, log_path=tmp_path / "ray_head.log")
+    first_temp_dir = head.temp_dir
+    with head.start(timeout_s=150):
+        assert len(set(head.ports.values())) == len(head_module.PORT_FLAGS)
+        head.client().list_jobs()
+    log = (tmp_path / "ray_head.log").read_text(errors="replace")
+    assert "used by other components" in log  # the clash really happened, and Ray refused it
+    assert head.own_pids() == [] and not head.temp_dir.exists() and not first_temp_dir.exists()

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -51,10 +53,26 @@ def head_headers(address: str) -> dict[str, str]:
     return head.auth.headers() if head is not None else {}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+#: The ports a head is given (Ray picks any other at random): the GCS and dashboard first.
+PORT_FLAGS = ("--port", "--dashboard-port", "--ray-client-server-port", "--dashboard-agent-listen-port",
+              "--dashboard-agent-grpc-port", "--metrics-export-port", "--runtime-env-agent-port",
+              "--node-manager-port", "--object-manager-port")
+#: What ``ray start`` says when a chosen port is taken (by another process since it was chosen, or given twice).
+_PORT_CONFLICT = re.compile(r"port number \d+ that is used by other components|address already in use|"
+                            r"failed to bind|is already in use", re.IGNORECASE)
+#: Starts of a head whose own chosen ports turned out taken, before giving up.
+PORT_ATTEMPTS = 3
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free ports on 127.0.0.1. Every socket stays bound until all are chosen: a port closed and
+    asked for again can come straight back, and Ray refuses to start two components on one port (a CI failure:
+    the GCS and the dashboard were both given 41883)."""
+    with ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in socks]
 
 
 def local_gpu_count() -> int:
@@ -76,14 +94,27 @@ class LocalRayHead:
     log_path: Path
     auth: PrivateRayAuth = field(default_factory=PrivateRayAuth.create)
     temp_dir: Path = field(default=Path())  # Ray's temp dir: inside ``auth.root`` unless given
-    dashboard_port: int = field(default_factory=_free_port)
-    gcs_port: int = field(default_factory=_free_port)
+    dashboard_port: int = 0  # 0: chosen here, with every other port (distinct, retried when taken)
+    gcs_port: int = 0
     process: subprocess.Popen[bytes] | None = None
     started_s: float = 0.0
+    ports: dict[str, int] = field(default_factory=dict, init=False)  # flag -> port, as passed to ``ray start``
+    _given: dict[str, int] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.temp_dir == Path():
             self.temp_dir = self.auth.ray_temp_dir
+        self._given = {flag: port for flag, port in (("--port", self.gcs_port), ("--dashboard-port",
+                                                                                 self.dashboard_port)) if port}
+        self._choose_ports()
+
+    def _choose_ports(self) -> None:
+        """Every port flag gets a distinct free port, except the ones the caller gave."""
+        chosen = iter(free_ports(len(PORT_FLAGS) + len(self._given)))
+        given = set(self._given.values())
+        self.ports = {flag: self._given[flag] if flag in self._given else next(p for p in chosen if p not in given)
+                      for flag in PORT_FLAGS}
+        self.gcs_port, self.dashboard_port = self.ports["--port"], self.ports["--dashboard-port"]
 
     @property
     def dashboard_url(self) -> str:
@@ -96,20 +127,33 @@ class LocalRayHead:
 
     def command(self) -> list[str]:
         ray_bin = Path(sys.executable).with_name("ray")
-        ports = {"--port": self.gcs_port, "--dashboard-port": self.dashboard_port}
-        for flag in ("--ray-client-server-port", "--dashboard-agent-listen-port", "--dashboard-agent-grpc-port",
-                     "--metrics-export-port", "--runtime-env-agent-port", "--node-manager-port",
-                     "--object-manager-port"):
-            ports[flag] = _free_port()
         cmd = [str(ray_bin), "start", "--head", "--block", "--num-cpus", str(self.num_cpus),
                "--num-gpus", str(self.num_gpus), "--dashboard-host", "127.0.0.1", "--temp-dir", str(self.temp_dir),
                "--disable-usage-stats", "--include-dashboard", "true"]
-        for flag, port in ports.items():
+        for flag, port in self.ports.items():
             cmd += [flag, str(port)]
         return cmd
 
     def start(self, timeout_s: float = START_TIMEOUT_S) -> LocalRayHead:
-        """Start the head and wait until its job API answers; raise RayHeadError (after cleanup) otherwise."""
+        """Start the head and wait until its job API answers; raise RayHeadError (after cleanup) otherwise. A
+        start that fails because a port chosen here was taken in between is tried again on new ports."""
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            try:
+                return self._start_once(timeout_s)
+            except RayHeadError as exc:
+                conflict = _PORT_CONFLICT.search(str(exc))
+                if conflict is None or attempt == PORT_ATTEMPTS or self._given:
+                    raise  # a port the caller gave stays as given
+                log.warning("the local Ray head could not take its ports (%s); starting it again on new ports",
+                            conflict.group(0))
+                own_temp_dir = self.temp_dir == self.auth.ray_temp_dir
+                self.auth = PrivateRayAuth.create()  # stop() removed the last one
+                if own_temp_dir:
+                    self.temp_dir = self.auth.ray_temp_dir
+                self._choose_ports()
+        raise AssertionError("unreachable")
+
+    def _start_once(self, timeout_s: float) -> LocalRayHead:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         bin_dir = str(Path(sys.executable).parent)
         env = {**self.auth.process_env(), "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}",
