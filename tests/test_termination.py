@@ -4,6 +4,7 @@ The end-to-end signals are in tests/test_signals.py."""
 
 from __future__ import annotations
 
+import shutil
 import signal
 import threading
 import time
@@ -76,3 +77,45 @@ def test_an_ordinary_error_still_waits_for_the_work_in_flight():
             pool.submit(lambda: (time.sleep(0.3), done.append(1)))
             raise ValueError("boom")
     assert done == [1]
+
+
+def test_a_template_copy_in_flight_in_a_worker_is_gone_when_the_exit_cleanup_returns(tmp_path, monkeypatch):
+    """Stop 32's CI: `gp grade` SIGTERMed while a worker thread was still copying a task's tree into a new
+    template; the cleanup removed the template's dir, copytree recreated what it needed and went on, and the
+    process exited with the copy still on disk. Now the copy stops at its next file and the cleanup waits (bounded)
+    for it, then removes what came back."""
+    source = tmp_path / "src"
+    for d in range(40):
+        (source / f"pkg{d}").mkdir(parents=True)
+        for f in range(100):
+            (source / f"pkg{d}" / f"m{f}.py").write_text("x = 1\n" * 50)
+    monkeypatch.setattr(local_copies.tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    copying, errors, copy2 = threading.Event(), [], shutil.copy2
+
+    def slow_copy2(src, dst, **kwargs):  # the copy is under way: the signal lands in the middle of it
+        copying.set()
+        time.sleep(0.002)
+        return copy2(src, dst, **kwargs)
+
+    monkeypatch.setattr(local_copies.shutil, "copy2", slow_copy2)
+
+    def build_template() -> None:
+        try:
+            local_copies.copy_from_template(source, "c0ffee", tmp_path / "dest", "run", "task", lambda repo: "c0ffee")
+        except BaseException as exc:  # noqa: BLE001 - the worker's error is the expected stop
+            errors.append(exc)
+
+    worker = threading.Thread(target=build_template)
+    worker.start()
+    try:
+        assert copying.wait(30)
+        monkeypatch.setattr(termination._state, "signum", signal.SIGTERM)
+        start = time.monotonic()
+        local_copies.remove_own_copies(lock_wait_s=2.0)
+        assert time.monotonic() - start < 5.0
+        left = [p.name for p in (tmp_path / "tmp").iterdir()]
+        assert left == [], f"copies left after the exit cleanup: {left}"
+    finally:
+        worker.join(60)
+    assert errors and "terminating" in str(errors[0])

@@ -22,6 +22,7 @@ from graph_planner.sandbox.isolation import network_cut_prefix as network_cut_pr
 from graph_planner.sandbox.local_copies import (
     COPY_IGNORED,
     copy_from_template,
+    copy_tree,
     mark_owner,
     release_command,
     release_copy,
@@ -93,7 +94,7 @@ class LocalSandbox(ShellSandbox):
             if from_template:
                 self._copy_template(source)
             else:
-                shutil.copytree(source, self._repo, symlinks=True, ignore=shutil.ignore_patterns(*COPY_IGNORED))
+                copy_tree(source, self._repo, ignore=shutil.ignore_patterns(*COPY_IGNORED))
             self._env = minimal_env(self._root, dict(task.env), self.settings.local_isolate_pytest_plugins)
             self._isolate()
             if not from_template:

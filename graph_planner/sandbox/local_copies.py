@@ -73,7 +73,7 @@ def copy_from_template(source: Path, commit: str, dest: Path, run_id: str, task_
             try:
                 mark_owner(root, run_id, task_id)
                 repo = root / "repo"
-                shutil.copytree(source, repo, symlinks=True, ignore=shutil.ignore_patterns(*COPY_IGNORED))
+                copy_tree(source, repo, ignore=shutil.ignore_patterns(*COPY_IGNORED))
                 _templates[key] = (repo, build(repo))
             except BaseException:
                 _drop_template(root)
@@ -81,8 +81,20 @@ def copy_from_template(source: Path, commit: str, dest: Path, run_id: str, task_
             while len(_templates) > MAX_TEMPLATES:
                 _drop_template(_templates.popitem(last=False)[1][0].parent)
         repo, head = _templates[key]
-        shutil.copytree(repo, dest, symlinks=True)
+        copy_tree(repo, dest)
         return head
+
+
+def copy_tree(source: Path, dest: Path, ignore: Callable[[str, list[str]], set[str]] | None = None) -> None:
+    """``shutil.copytree`` (symlinks kept) that stops at the next file once this process is signalled. A copy in
+    flight in a worker thread otherwise goes on writing (copytree recreates the directories it needs) after the
+    exit cleanup removed its root, and the copy outlives the process."""
+    def copy_file(src: str, dst: str) -> object:
+        if termination.signalled():
+            raise SandboxError(f"copy of {source} stopped: the process is terminating")
+        return shutil.copy2(src, dst)
+
+    shutil.copytree(source, dest, symlinks=True, ignore=ignore, copy_function=copy_file)
 
 
 def drop_templates() -> int:
@@ -153,6 +165,13 @@ def remove_own_copies(lock_wait_s: float = 1.0) -> list[Path]:
     for root in roots:
         _rmtree(root)
         release_copy(root, lock_wait_s)
+    # a copy in flight in a worker thread holds the template lock and may have written into a root just removed:
+    # it stops at its next file (copy_tree), then the lock is free; what it left is removed again
+    if _template_lock.acquire(timeout=lock_wait_s):
+        _template_lock.release()
+    for root in roots:
+        if os.path.lexists(root):
+            _rmtree(root)
     return roots
 
 
