@@ -43,14 +43,15 @@ def score(trajectories: Sequence[Trajectory]) -> dict[str, float]:
 
 def play(config: RunConfig, model_dir: str, dataset: str, episodes_per_task: int) -> dict[str, float]:
     """``episodes_per_task`` episodes of every task of ``dataset`` by the model in ``model_dir`` (seeded)."""
-    import torch
-    from transformers import AutoTokenizer
-
+    from graph_planner.imports import import_lock
     from graph_planner.models.loading import load_causal_lm
     from graph_planner.models.toy import resolve_model_path
     from graph_planner.training.local.policy_handle import PolicyHandle
     from graph_planner.training.local.rollout import make_env_rollout
 
+    with import_lock():  # the report's episodes run in threads that import transformers too
+        import torch
+        from transformers import AutoTokenizer
     path = resolve_model_path(model_dir, config.paths.cache_dir)
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = load_causal_lm(path, dtype=torch.float32)

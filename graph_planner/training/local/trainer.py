@@ -110,9 +110,11 @@ class LocalGRPOTrainer:
 
     def __init__(self, config: RunConfig, rollout_fn: RolloutFn, tasks: Sequence[Any],
                  log_fn: LogFn | None = None, run_dir: str | Path | None = None) -> None:
-        from transformers import AutoTokenizer
-
+        from graph_planner.imports import import_lock
         from graph_planner.models.loading import load_causal_lm
+
+        with import_lock():  # rollout threads may be importing transformers at the same moment
+            from transformers import AutoTokenizer
 
         import_in_background(*GRPO_IMPORTS)  # needed after the first rollout, which mostly waits on test runs
         self.config, self.t = config, config.training

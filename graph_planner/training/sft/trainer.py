@@ -30,7 +30,10 @@ MODEL_DIR = "model"
 
 def _epoch_log_callback(progress: Callable[[str], None], lines: int = 8):  # -> TrainerCallback (lazy import)
     """About ``lines`` progress lines over the run (every k-th epoch and the last): loss and token accuracy."""
-    from transformers import TrainerCallback
+    from graph_planner.imports import import_lock
+
+    with import_lock():  # SFT may build its demonstrations in episode threads that import transformers too
+        from transformers import TrainerCallback
 
     class EpochLog(TrainerCallback):
         def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001 - transformers' signature
