@@ -166,8 +166,8 @@ def remove_own_copies(lock_wait_s: float = 1.0) -> list[Path]:
         _rmtree(root)
         release_copy(root, lock_wait_s)
     # a copy in flight in a worker thread holds the template lock and may have written into a root just removed:
-    # it stops at its next file (copy_tree), then the lock is free; what it left is removed again
-    if _template_lock.acquire(timeout=lock_wait_s):
+    # it stops at its next file (copy_tree), or its git commit ends, then the lock is free; what it left is removed
+    if _template_lock.acquire(timeout=2 * lock_wait_s):
         _template_lock.release()
     for root in roots:
         if os.path.lexists(root):
