@@ -1,11 +1,16 @@
 """Prepull against a real registry on 127.0.0.1: images pushed there and removed locally come back; a registry
 that stops mid-run gives retries then failures with reasons and a non-zero CLI exit; once it is back a rerun
-pulls only what is still missing."""
+pulls only what is still missing. Images this project builds (`gp images build`) are never pulled: checked on a
+fake docker client, no engine needed."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable, Iterator
+from types import SimpleNamespace
+from typing import Any
 
+import docker.errors
 import pytest
 from docker_fixtures import (  # noqa: F401 - pytest fixtures
     docker_client,
@@ -18,9 +23,8 @@ from typer.testing import CliRunner
 
 from graph_planner.cli import app
 from graph_planner.data.manifest import read_manifest
-from graph_planner.sandbox.prepull import prepull_images
-
-pytestmark = pytest.mark.docker
+from graph_planner.sandbox import prepull
+from graph_planner.sandbox.prepull import BUILT_HERE_HINT, prepull_images
 
 
 def push(client, image: str) -> None:
@@ -44,6 +48,7 @@ def present(client, image: str) -> bool:
     return any(image in img.tags for img in client.images.list())
 
 
+@pytest.mark.docker
 def test_prepull_pulls_what_is_missing_and_skips_what_is_present(docker_client, test_registry):  # noqa: F811
     images = pushed_images(docker_client, test_registry, 3)
     try:
@@ -57,6 +62,7 @@ def test_prepull_pulls_what_is_missing_and_skips_what_is_present(docker_client, 
         remove_images(docker_client, images)
 
 
+@pytest.mark.docker
 def test_registry_stopped_mid_run_then_back(docker_client, own_registry, tmp_path):  # noqa: F811
     images = pushed_images(docker_client, own_registry.address, 3)
     events: list[tuple[str, str]] = []
@@ -91,3 +97,65 @@ def test_registry_stopped_mid_run_then_back(docker_client, own_registry, tmp_pat
         assert all(present(docker_client, image) for image in images)
     finally:
         remove_images(docker_client, images)
+
+
+# --- images built here (`gp images build`) are never pulled: a fake docker client, no engine -----------------------
+
+LOCAL_BUILT = "graph-planner-local/sweb.eval.x86_64.graphplanner-samples_1776_invcalc-1:latest"
+SYNTH_BUILT = "graph-planner/synth-minicfg:0123456789ab"
+FROM_REGISTRY = "registry.example/gp-prepull/img0:v1"
+
+
+class FakeDockerClient:
+    """docker-py's client as prepull uses it: ``images.get`` (present, or ImageNotFound) and ``api.pull``, which
+    records each call and makes the image present."""
+
+    def __init__(self, present: Iterable[str] = ()) -> None:
+        self.present = set(present)
+        self.pulls: list[str] = []
+        self.images = SimpleNamespace(get=self._get)
+        self.api = SimpleNamespace(pull=self._pull)
+
+    def _get(self, name: str) -> object:
+        if name not in self.present:
+            raise docker.errors.ImageNotFound(f"No such image: {name}")
+        return object()
+
+    def _pull(self, repository: str, tag: str | None = None, **_: Any) -> Iterator[dict[str, str]]:
+        image = f"{repository}:{tag}"
+        self.pulls.append(image)
+        self.present.add(image)
+        return iter([{"status": "Pull complete"}])
+
+
+def test_an_image_built_here_is_present_or_fails_at_once_with_the_build_hint_and_is_never_pulled() -> None:
+    present = "graph-planner-local/sweb.eval.x86_64.graphplanner-samples_1776_minicfg-3:latest"
+    client = FakeDockerClient(present=[present])
+    events: list[tuple[str, str]] = []
+    report = prepull_images([LOCAL_BUILT, SYNTH_BUILT, present, FROM_REGISTRY], max_workers=2, retries=3,
+                            delay=30.0, timeout=5, client=client,
+                            progress=lambda image, event, _detail: events.append((image, event)))
+    # a retry would sleep 15-45 s: a built-here image retried would hang the test, not pass it
+    assert client.pulls == [FROM_REGISTRY]  # no pull call for any image built here
+    by_image = {r.image: r for r in report.results}
+    for image in (LOCAL_BUILT, SYNTH_BUILT):
+        assert by_image[image].status == "failed" and by_image[image].attempts == 0
+        assert by_image[image].reason == BUILT_HERE_HINT
+        assert [e for i, e in events if i == image] == ["failed"]  # no "pulling", no "retry"
+    assert "built here, never pulled" in BUILT_HERE_HINT and "`gp images build <dataset dir>`" in BUILT_HERE_HINT
+    assert by_image[present].status == "present"
+    assert by_image[FROM_REGISTRY].status == "pulled" and not report.ok
+
+
+def test_a_run_refuses_a_missing_image_built_here_naming_it_and_the_build_command(
+        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`gp train` / `gp eval` with images.prepull: the error names the image and says to build it."""
+    client = FakeDockerClient()
+    monkeypatch.setattr(prepull.docker, "from_env", lambda **_: client)
+    manifest = tmp_path / "docker_images.txt"
+    manifest.write_text(f"{LOCAL_BUILT}\n")
+    images = SimpleNamespace(prepull=True, manifest=str(manifest), prepull_max_workers=2, prepull_retries=3,
+                             prepull_delay=30.0, prepull_timeout=5.0)
+    with pytest.raises(RuntimeError, match="gp images build") as failed:
+        prepull.prepull_for_run(images, [tmp_path])
+    assert LOCAL_BUILT in str(failed.value) and client.pulls == []

@@ -123,6 +123,15 @@ class TaskRecord(BaseModel):
 #: Namespace of SWE-bench-shaped images built locally from a task's own tree (`gp images build`): the official
 #: `swebench/` name is kept for images pulled from the official registry, so no report can pass one for the other.
 LOCAL_IMAGE_NAMESPACE = "graph-planner-local"
+#: Prefix of a synthesised task repository's image (:func:`graph_planner.synth.taskrepo.synth_image`).
+SYNTH_IMAGE_PREFIX = "graph-planner/synth-"
+#: Every image name this project builds itself (`gp images build`): no registry has them, so none is ever pulled.
+BUILT_HERE_PREFIXES = (f"{LOCAL_IMAGE_NAMESPACE}/", SYNTH_IMAGE_PREFIX)
+
+
+def built_here(image: str) -> bool:
+    """Whether ``image`` is one `gp images build` makes here (never in a registry, so never pulled)."""
+    return image.startswith(BUILT_HERE_PREFIXES)
 
 
 def swebench_image_name(instance_id: str, arch: str = "x86_64", namespace: str = "swebench") -> str:

@@ -1,6 +1,8 @@
 """Parallel image prepull before training/eval: images already present are skipped, the rest pulled by a thread
 pool through docker-py with per-pull timeouts and exponential backoff with jitter; every image ends pulled,
-present or failed with the reason (a run never starts on a half-pulled manifest without saying so)."""
+present or failed with the reason (a run never starts on a half-pulled manifest without saying so). Images this
+project builds itself (`gp images build`: ``graph-planner-local/...``, ``graph-planner/synth-...``) are in no
+registry, so they are never pulled: present, or failed at once saying how to build them."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import requests
 from docker.utils import parse_repository_tag
 
 from graph_planner.data.manifest import read_manifest, resolve_manifest
+from graph_planner.data.record import built_here
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +31,8 @@ ProgressCallback = Callable[[str, str, str], None]
 #: Registry answers that no retry will change.
 _PERMANENT = ("manifest unknown", "not found", "repository does not exist", "pull access denied",
               "invalid reference format", "unauthorized")
+#: The reason a missing image built here fails with (no registry has it: a pull would only wait and fail).
+BUILT_HERE_HINT = "built here, never pulled: run `gp images build <dataset dir>` first"
 
 
 @dataclass
@@ -137,6 +142,9 @@ def prepull_images(images: Iterable[str], max_workers: int = 8, retries: int = 3
         if _is_present(client, name):
             by_name[name] = PrepullResult(name, "present")
             report(name, "present", "")
+        elif built_here(name):
+            by_name[name] = PrepullResult(name, "failed", reason=BUILT_HERE_HINT)
+            report(name, "failed", BUILT_HERE_HINT)
         else:
             missing.append(name)
     if missing:

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from graph_planner.data.gitrepo import GitError, deterministic_git_env
+from graph_planner.data.record import SYNTH_IMAGE_PREFIX
 from graph_planner.sandbox.images import TASK_REFS
 
 _IGNORED = ("__pycache__", ".pytest_cache", ".git", "*.pyc", ".mypy_cache", ".ruff_cache")
@@ -47,7 +48,7 @@ def synth_image(repo: str, commits: Iterable[str]) -> str:
     commits; images.TASK_REFS): named after the repository and the set of task commits it holds."""
     name = re.sub(r"[^a-z0-9._-]+", "-", repo.lower()).strip("-._") or "repo"
     digest = hashlib.sha256("\n".join(sorted(set(commits))).encode()).hexdigest()[:12]
-    return f"graph-planner/synth-{name}:{digest}"
+    return f"{SYNTH_IMAGE_PREFIX}{name}:{digest}"
 
 
 def copy_tree(source: Path, dest: Path) -> None:

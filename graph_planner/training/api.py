@@ -249,6 +249,7 @@ def verl_step_metrics(line: str) -> tuple[int, dict[str, float]] | None:
 def _train_verl(config: RunConfig, run_dir: Path, data, dry_run: bool, on_step: StepCallback | None,
                 job_log: LineCallback | None, submit: Callable[..., str] | None) -> TrainOutcome:
     from graph_planner.config.checkpoints import final_model
+    from graph_planner.training.curves import plot_training_curves
     from graph_planner.training.ray.job import EXIT_SUCCEEDED, run_training_job, submit_job, write_job_config
 
     args = ["--config-file", str(write_job_config(config)), "--train-files", str(Path(data.train).resolve())]
@@ -275,4 +276,6 @@ def _train_verl(config: RunConfig, run_dir: Path, data, dry_run: bool, on_step: 
         if trained is not None:
             outcome.checkpoint, outcome.model_dir = trained.checkpoint, trained.model_dir
             outcome.steps_done = max(outcome.steps_done, trained.step)
+    if not dry_run:  # the job's telemetry bridge wrote metrics.jsonl here (none on a user's cluster: no curves)
+        outcome.curves_png = plot_training_curves(run_dir, config.run_name)
     return outcome

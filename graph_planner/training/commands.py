@@ -38,7 +38,8 @@ def report(outcome: TrainOutcome) -> int:
                    + (f"; curves {outcome.curves_png}" if outcome.curves_png else ""))
     else:
         typer.echo(f"Ray job {outcome.job_id} succeeded; checkpoints in {outcome.run_dir / 'checkpoints'}; HF model: "
-                   f"{outcome.model_dir or '(none: add hf_model to actor.checkpoint.save_contents)'}")
+                   f"{outcome.model_dir or '(none: add hf_model to actor.checkpoint.save_contents)'}"
+                   + (f"; curves {outcome.curves_png}" if outcome.curves_png else ""))
     return outcome.exit_code
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from graph_planner.config.schema import RunConfig
 from graph_planner.telemetry.trackers import read_step_metrics
+from graph_planner.training.curves import curve_points
 
 
 def window_means(values: list[float], window: int) -> tuple[float, float]:
@@ -57,8 +58,10 @@ def run_learning(config: RunConfig, window: int = 5) -> dict[str, Any]:
     run_dir = train_through_api(config)
     # both engines log each step's episode metrics to the run's metrics.jsonl (verl: the job's telemetry bridge),
     # so the curve is read the same way whichever engine trained
+    logged = read_step_metrics(run_dir / "metrics.jsonl")
     steps = [{"step": step, **{k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}}
-             for step, metrics in read_step_metrics(run_dir / "metrics.jsonl").items() if "reward/mean" in metrics]
+             for step, metrics in logged.items() if "reward/mean" in metrics]
+    grad_norms = dict(curve_points(logged)["grad_norm"])  # either engine's name (training.curves.CURVES)
     grpo_seconds = time.monotonic() - grpo_started
     rewards = [s.get("reward/mean", 0.0) for s in steps]
     first, last = window_means(rewards, window)
@@ -70,7 +73,7 @@ def run_learning(config: RunConfig, window: int = 5) -> dict[str, Any]:
         "reward_std": [round(s.get("reward/std", 0.0), 4) for s in steps],
         "resolved_rate": [round(s.get("reward/resolved_rate", s.get("patch_success_rate", 0.0)), 4) for s in steps],
         "loc_m_recall": [round(s.get("loc/m_recall", 0.0), 4) for s in steps],
-        "grad_norm": [round(s.get("grad_norm", s.get("actor/grad_norm", 0.0)), 4) for s in steps],
+        "grad_norm": [round(grad_norms.get(s["step"], 0.0), 4) for s in steps],
         "advantage_abs_mean": [round(s.get("advantage/abs_mean", 0.0), 4) for s in steps],
         "window": window,
         "first_mean": round(first, 4),

@@ -1,5 +1,6 @@
 """The local training stage as one plain function (used by `gp train` and the Prefect train task): env rollouts,
-LocalGRPOTrainer, telemetry (trackers, heartbeats, episode metrics) and a PNG of the training curves."""
+LocalGRPOTrainer, telemetry (trackers, heartbeats, episode metrics) and a PNG of the training curves (drawn by
+:mod:`graph_planner.training.curves`, as a verl run's are)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from graph_planner.config.schema import RunConfig
-from graph_planner.telemetry.plots import save_figure, training_curves_figure
-from graph_planner.telemetry.trackers import read_step_metrics, truncate_step_metrics
-
-CURVES = ("reward/mean", "reward/resolved_rate", "loss", "entropy", "planner_parse_error_rate", "grad_norm")
+from graph_planner.telemetry.trackers import truncate_step_metrics
+from graph_planner.training.curves import plot_training_curves
 
 log = logging.getLogger(__name__)
 
@@ -117,17 +116,3 @@ def publish_training(tracker: Any, config: RunConfig, curves: Path | None, check
 
         model = checkpoint / MODEL_DIR  # the HF model dir (weights + tokenizer), not the optimizer state
         tracker.log_artifact(model if model.is_dir() else checkpoint, name=f"{config.run_name}-model", kind="model")
-
-
-def plot_training_curves(run_dir: Path, run_name: str | None = None) -> Path | None:
-    """``<run_dir>/training_curves.png`` from the JSONL tracker's metrics (None when no jsonl tracker ran)."""
-    metrics_file = run_dir / "metrics.jsonl"
-    if not metrics_file.is_file():
-        return None
-    steps = read_step_metrics(metrics_file)
-    series = {name: [(step, float(m[name])) for step, m in steps.items() if isinstance(m.get(name), (int, float))]
-              for name in CURVES}
-    fig = training_curves_figure(series, run_name or run_dir.name)
-    if fig is None:
-        return None
-    return save_figure(fig, run_dir / "training_curves.png")
