@@ -141,3 +141,25 @@ def test_missing_image_is_a_clear_error(docker_client, tiny_dataset):  # noqa: F
     task = tiny_task(image="127.0.0.1:9/graph-planner/absent:nope")
     with pytest.raises(SandboxError, match="absent:nope.*gp images"):
         DockerSandbox(task, docker_config().sandbox, tiny_dataset, run_id="test-docker", client=docker_client).start()
+
+
+def test_a_command_printing_200_mib_returns_head_note_tail_and_the_session_answers_after(sandbox):
+    """The session's read buffer keeps only head and tail (output_cap) of a task command; file reads stay whole."""
+    import resource
+
+    from graph_planner.sandbox.output_cap import command_output
+
+    total = 200 * 1024 * 1024
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB: the peak so far
+    res = sandbox.exec(f"yes | head -c {total}; echo done >&2")
+    grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert grown_mib < 100, f"the test process grew by {grown_mib:.0f} MiB"
+    cap = command_output()
+    dropped = total - cap.head_bytes - cap.tail_bytes
+    assert res.ok and res.stderr == "done\n"
+    assert res.stdout == ("y\n" * (cap.head_bytes // 2) + f"\n[... {dropped} bytes of output dropped ...]\n"
+                          + "y\n" * (cap.tail_bytes // 2))
+    assert sandbox.exec("echo ok").stdout == "ok\n"
+    size = cap.head_bytes + cap.tail_bytes + 1_000_000
+    assert sandbox.exec(f"head -c {size} /dev/zero | tr '\\0' b > big.txt").ok
+    assert sandbox.read_file("big.txt") == "b" * size, "file contents are not capped"

@@ -286,3 +286,52 @@ def test_close_removes_the_temp_copy(sandbox):
     assert not root.exists()
     with pytest.raises(SandboxError, match="start"):
         sandbox.exec("true")
+
+
+def test_a_command_printing_200_mib_returns_head_note_tail_in_bounded_memory(sandbox, monkeypatch):
+    """stdout is read by threads into a head + tail cap (output_cap), not kept whole by communicate(); each pipe is
+    closed once read (no ResourceWarning, turned into an error here, when the Popen is collected)."""
+    import gc
+    import resource
+    import sys
+    import warnings
+
+    from graph_planner.sandbox.output_cap import command_output
+
+    total = 200 * 1024 * 1024
+    unraisable: list[object] = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB: the peak so far
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ResourceWarning)
+        res = sandbox.exec(f"yes | head -c {total}; echo done >&2")
+        gc.collect()
+    grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    cap = command_output()
+    dropped = total - cap.head_bytes - cap.tail_bytes
+    assert grown_mib < 100, f"the test process grew by {grown_mib:.0f} MiB"
+    assert res.ok and res.stderr == "done\n"
+    assert res.stdout == ("y\n" * (cap.head_bytes // 2) + f"\n[... {dropped} bytes of output dropped ...]\n"
+                          + "y\n" * (cap.tail_bytes // 2))
+    assert not unraisable, unraisable
+    assert sandbox.exec("echo ok").stdout == "ok\n"
+
+
+def test_a_loud_command_past_its_timeout_keeps_head_and_tail_and_the_kill_note(sandbox):
+    res = sandbox.exec("head -c 50000000 /dev/zero | tr '\\0' a; echo last; sleep 60", timeout=3)
+    assert res.timed_out and res.rc == 124 and "ran past its 3s timeout" in res.stderr
+    assert res.stdout.startswith("a" * 1000) and res.stdout.endswith("a" * 1000 + "last\n")
+    assert "bytes of output dropped" in res.stdout and len(res.stdout) < 10 * 1024 * 1024
+
+
+def test_a_graded_runs_reply_is_never_cut_by_the_exec_cap(sandbox):
+    """A graded run's reply is its own head + tail of the test output plus section lines (and the record): the exec
+    cap leaves room for it (GRADED_REPLY_ROOM), so an output of exactly HEAD_BYTES + TAIL_BYTES comes back whole and
+    uncut. A guard for the cap's size (it also passes with no cap at all)."""
+    from graph_planner.grading.graded_command import HEAD_BYTES, TAIL_BYTES, build_script, parse_output
+
+    size = HEAD_BYTES + TAIL_BYTES
+    script = build_script(f"{sandbox._grading_dir_parent()}/graded", f"yes | head -c {size}", "", None, {})
+    graded = parse_output(sandbox.exec(script.script).stdout, script.token)
+    assert graded is not None and graded.output_bytes == size and not graded.truncated
+    assert graded.log == "y\n" * (size // 2)

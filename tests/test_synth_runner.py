@@ -83,3 +83,28 @@ def test_a_server_started_from_a_pool_thread_outlives_the_thread(tmp_path):
         assert runner.pid == pid is not None
         executed = runner.executed_lines(60)
         assert runner.pid == pid and executed is not None and 2 in executed["calc/ops.py"]
+
+
+def test_a_test_printing_in_a_loop_leaves_a_bounded_log(tmp_path):
+    """The fork server keeps the head and tail of a run's output (output_cap) and writes only that to its log: the
+    statuses still come from pytest's summary at the end, and the next run works."""
+    from graph_planner.grading.graded_command import HEAD_BYTES, TAIL_BYTES
+
+    repo = _write(tmp_path / "calc", {**REPO, "tests/test_ops.py": (
+        "import os\nfrom calc.ops import add\n\n"
+        "def test_add():\n    assert add(1, 2) == 3\n\n"
+        "def test_loud():\n    if os.path.exists('loud'):\n"
+        "        for _ in range(20):\n            os.write(1, b'x' * 1048576)\n")})
+    with LocalSandbox(clean_task(repo, "calc"), SandboxConfig(), None, "test-fork") as box, \
+            ForkRunner(box) as runner:
+        box.write_file("loud", "")
+        loud = runner.run(120)
+        size = runner._log.stat().st_size
+        log = runner._log.read_bytes()
+        assert size <= HEAD_BYTES + TAIL_BYTES + 100 and b" bytes of output dropped ...]\n" in log, size
+        assert log.startswith(b"=") and log.rstrip().endswith(b"=")  # pytest's first and last lines are kept
+        assert not loud.timed_out and loud.statuses == {"tests/test_ops.py::test_add": "PASSED",
+                                                        "tests/test_ops.py::test_loud": "PASSED"}
+        box.exec("rm loud")
+        quiet = runner.run(60)
+        assert quiet.statuses == loud.statuses and b"dropped" not in runner._log.read_bytes()

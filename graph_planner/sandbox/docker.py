@@ -9,6 +9,7 @@ import re
 import select
 import shlex
 import struct
+import sys
 import threading
 import time
 import uuid
@@ -21,6 +22,7 @@ import requests
 from graph_planner.episode.results import ExecResult
 from graph_planner.sandbox.base import SandboxError
 from graph_planner.sandbox.history import SAFE_GIT_ENV
+from graph_planner.sandbox.output_cap import CappedOutput, command_output
 from graph_planner.sandbox.reaper import install_signal_reaper, owner_labels
 from graph_planner.sandbox.shell import ShellSandbox
 
@@ -131,26 +133,36 @@ class ShellSession:
             del self._rx[:_FRAME_HEADER.size + size]
         return frames
 
-    def _read_until(self, marker: bytes, deadline: float, both: bool = True) -> tuple[bytes, bytes]:
+    def _read_until(self, marker: bytes, deadline: float, both: bool = True,
+                    capped: bool = True) -> tuple[bytes, bytes]:
         """Collect stdout/stderr until ``marker`` followed by a line end is seen on stdout (and on stderr when
-        ``both``); returns each stream up to its marker, the marker line included."""
-        bufs = {_STDOUT: bytearray(), _STDERR: bytearray()}
-        ends: dict[int, int] = {}
+        ``both``); returns each stream up to its marker, the marker line included. ``capped``: each stream keeps
+        only its head and tail (output_cap.command_output; a command printing in a loop must not fill the host's
+        memory); file contents and archives are read uncapped."""
+        sinks = {s: command_output() if capped else CappedOutput(sys.maxsize, 0) for s in (_STDOUT, _STDERR)}
+        held = {_STDOUT: bytearray(), _STDERR: bytearray()}  # not yet in its sink: may hold a partial marker line
+        keep = len(marker) + 32  # the marker and the exit status after it
+        ends: dict[int, bytes] = {}  # stream -> its marker line (kept out of the cap)
         needed = {_STDOUT, _STDERR} if both else {_STDOUT}
         while not needed <= ends.keys():
             self._fill(deadline)
             for stream, data in self._frames():
-                if stream not in bufs or stream in ends:
+                if stream not in held or stream in ends:
                     continue  # output after a marker belongs to a background process: dropped
-                buf = bufs[stream]
-                start = max(0, len(buf) - len(marker) - 32)
+                buf = held[stream]
                 buf += data
-                at = buf.find(marker, start)
-                if at >= 0:
-                    line_end = buf.find(b"\n", at + len(marker))
+                at = buf.find(marker)
+                if at < 0 and len(buf) > keep:
+                    sinks[stream].write(bytes(buf[:-keep]))
+                    del buf[:-keep]
+                elif at >= 0:
+                    sinks[stream].write(bytes(buf[:at]))
+                    del buf[:at]
+                    line_end = buf.find(b"\n", len(marker))
                     if line_end >= 0:
-                        ends[stream] = line_end + 1
-        return bytes(bufs[_STDOUT][:ends[_STDOUT]]), bytes(bufs[_STDERR][:ends.get(_STDERR, 0)])
+                        ends[stream] = bytes(buf[:line_end + 1])
+        return (sinks[_STDOUT].getvalue() + ends[_STDOUT],
+                sinks[_STDERR].getvalue() + ends[_STDERR] if _STDERR in ends else b"")
 
     def drain(self) -> None:
         """Discard output that arrived between requests (a background process still writing) and raise
@@ -166,12 +178,13 @@ class ShellSession:
             self._frames()
         self._frames()
 
-    def request(self, header: str, payload: bytes, deadline: float) -> tuple[int, bytes, bytes]:
-        """Send one request (header names the helper and its args after the token) and wait for its reply."""
+    def request(self, header: str, payload: bytes, deadline: float, capped: bool = True) -> tuple[int, bytes, bytes]:
+        """Send one request (header names the helper and its args after the token) and wait for its reply
+        (``capped``: see _read_until)."""
         token = f"__gp_{uuid.uuid4().hex}__"
         self._send(f"{header.replace('TOKEN', token, 1)}\n".encode() + payload)
         marker = f"\n{token} ".encode()
-        out, err = self._read_until(marker, deadline)
+        out, err = self._read_until(marker, deadline, capped=capped)
         rc_line = out[out.rfind(marker) + len(marker):].strip()
         return int(rc_line), out[:out.rfind(marker)], err[:err.rfind(marker)]
 
@@ -331,7 +344,8 @@ class DockerSandbox(ShellSandbox):
             return workdir
         return cwd if cwd.startswith("/") else f"{workdir.rstrip('/')}/{cwd}"
 
-    def _request(self, header: str, payload: bytes, deadline: float, what: str) -> tuple[int, bytes, bytes]:
+    def _request(self, header: str, payload: bytes, deadline: float, what: str,
+                 capped: bool = True) -> tuple[int, bytes, bytes]:
         with self._lock:
             if self.container is None:
                 raise SandboxError(f"docker sandbox for task {self.task.task_id}: not started")
@@ -345,7 +359,7 @@ class DockerSandbox(ShellSandbox):
                 self._open_session()
             assert self._session is not None
             try:
-                return self._session.request(header, payload, deadline)
+                return self._session.request(header, payload, deadline, capped)
             except _SessionBroken as exc:
                 self._drop_session()
                 if exc.deadline_passed:
@@ -361,12 +375,14 @@ class DockerSandbox(ShellSandbox):
         except (docker.errors.DockerException, requests.RequestException) as exc:
             return f"unknown ({exc})"
 
-    def _run_script(self, cmd: str, timeout: float, cwd: str | None, what: str) -> tuple[int, bytes, bytes]:
-        """One command through the session; raises _SessionBroken when the host deadline passed."""
+    def _run_script(self, cmd: str, timeout: float, cwd: str | None, what: str,
+                    capped: bool = True) -> tuple[int, bytes, bytes]:
+        """One command through the session; raises _SessionBroken when the host deadline passed. ``capped``: its
+        output keeps only head and tail (a task command), else all of it (a file's bytes, an archive)."""
         script = cmd.encode("utf-8")
         helper = "__gp_run" if len(script) <= MAX_INLINE_SCRIPT else "__gp_runf"
         header = f"{helper} TOKEN {max(timeout, 0.01):.3f} {len(script)} {shlex.quote(self._cwd(cwd))}"
-        return self._request(header, script, time.monotonic() + timeout + HOST_GRACE_S, what)
+        return self._request(header, script, time.monotonic() + timeout + HOST_GRACE_S, what, capped)
 
     def _exec_raw(self, cmd: str, timeout: float, cwd: str | None = None) -> ExecResult:
         start = time.monotonic()
@@ -409,7 +425,7 @@ class DockerSandbox(ShellSandbox):
     def _raw_output(self, cmd: str, what: str) -> tuple[int, bytes, bytes]:
         """Run a command in the repo root and keep its output as bytes (file contents, archives)."""
         try:
-            return self._run_script(cmd, self.settings.exec_timeout, None, what)
+            return self._run_script(cmd, self.settings.exec_timeout, None, what, capped=False)
         except _SessionBroken as exc:
             raise SandboxError(f"{self.where}: {what} timed out ({exc})") from None
 

@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
@@ -29,6 +30,7 @@ from graph_planner.sandbox.local_copies import (
     track_command,
     track_copy,
 )
+from graph_planner.sandbox.output_cap import CappedOutput, command_output, start_pump
 from graph_planner.sandbox.reaper import install_exit_cleanup
 from graph_planner.sandbox.shell import ShellSandbox
 
@@ -182,25 +184,26 @@ class LocalSandbox(ShellSandbox):
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True)
         track_command(proc.pid)  # its own session: a signal to gp does not reach it, the exit cleanup kills it
+        # each pipe read by a thread into a head + tail cap (output_cap), closed at its end: a command printing in
+        # a loop costs bounded memory (communicate() kept everything)
+        out, err = command_output(), command_output()
+        assert proc.stdout is not None and proc.stderr is not None
+        readers = [start_pump(proc.stdout, out), start_pump(proc.stderr, err)]
         try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self._kill_group(proc)
-            try:
-                out, err = proc.communicate(timeout=_KILL_GRACE_S)
-            except subprocess.TimeoutExpired:  # a grandchild escaped the group and holds the pipes
-                out, err = b"", b""
-            note = f"\n[killed: command ran past its {timeout:g}s timeout]"
-            return ExecResult(rc=TIMEOUT_RC, stdout=out.decode("utf-8", "replace"),
-                              stderr=err.decode("utf-8", "replace") + note,
-                              seconds=time.monotonic() - start, timed_out=True)
+            if not _finish(proc, readers, start + timeout):
+                self._kill_group(proc)
+                # a grandchild that escaped the group may hold the pipes: what was read so far is kept, and its
+                # reader closes the pipe when that grandchild ends
+                _finish(proc, readers, time.monotonic() + _KILL_GRACE_S)
+                note = f"\n[killed: command ran past its {timeout:g}s timeout]"
+                return ExecResult(rc=TIMEOUT_RC, stdout=_text(out), stderr=_text(err) + note,
+                                  seconds=time.monotonic() - start, timed_out=True)
         except BaseException:  # a signal (Terminated, Ctrl-C) while the command runs: it must not outlive us
             self._kill_group(proc)
             raise
         finally:
             release_command(proc.pid)
-        return ExecResult(rc=proc.returncode, stdout=out.decode("utf-8", "replace"),
-                          stderr=err.decode("utf-8", "replace"), seconds=time.monotonic() - start)
+        return ExecResult(rc=proc.returncode, stdout=_text(out), stderr=_text(err), seconds=time.monotonic() - start)
 
     @staticmethod
     def _kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -229,3 +232,18 @@ class LocalSandbox(ShellSandbox):
         if not target.is_file():
             raise FileNotFoundError(path)
         return target.read_bytes()
+
+
+def _finish(proc: subprocess.Popen[bytes], readers: list[threading.Thread], deadline: float) -> bool:
+    """communicate()'s condition by ``deadline``: both pipes read to their end and the process reaped."""
+    for reader in readers:
+        reader.join(max(0.0, deadline - time.monotonic()))
+    try:
+        proc.wait(max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        return False
+    return not any(reader.is_alive() for reader in readers)
+
+
+def _text(output: CappedOutput) -> str:
+    return output.getvalue().decode("utf-8", "replace")

@@ -31,13 +31,18 @@ import uuid
 from pathlib import Path
 
 from graph_planner.episode.results import TestReport
+from graph_planner.grading.graded_command import HEAD_BYTES, TAIL_BYTES
 from graph_planner.grading.parse import parse_test_log
 from graph_planner.sandbox.base import SandboxError
 from graph_planner.sandbox.local import LocalSandbox
 from graph_planner.sandbox.local_copies import release_command, track_command
+from graph_planner.sandbox.output_cap import standalone_source
 
 _GRACE_S = 10.0
-_SERVER = r"""
+# The test output goes through a pipe into a head + tail cap (output_cap.py, its source run here: the sandbox's
+# Python may not import graph_planner) and only that reaches the log file: a test printing in a loop cannot fill
+# the disk. The sizes come in every request (the graded run's HEAD_BYTES / TAIL_BYTES).
+_SERVER = standalone_source() + r"""
 import json, os, signal, subprocess, sys, time
 sys.dont_write_bytecode = True
 import pytest
@@ -46,11 +51,12 @@ sys.stdout.write(json.dumps(ready) + "\n"); sys.stdout.flush()
 for line in sys.stdin:
     req = json.loads(line)
     start = time.monotonic()
+    r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.setsid()
-        fd = os.open(req["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.dup2(fd, 1); os.dup2(fd, 2); os.close(fd)
+        os.close(r)
+        os.dup2(w, 1); os.dup2(w, 2); os.close(w)
         null = os.open(os.devnull, os.O_RDONLY); os.dup2(null, 0); os.close(null)
         sys.stdin = open(0); sys.stdout = open(1, "w", buffering=1); sys.stderr = open(2, "w", buffering=1)
         rc = 3
@@ -83,6 +89,9 @@ for line in sys.stdin:
         finally:
             sys.stdout.flush(); sys.stderr.flush()
             os._exit(rc)
+    os.close(w)
+    log = CappedOutput(req["head"], req["tail"])
+    reader = start_pump(os.fdopen(r, "rb"), log)
     deadline = start + req["timeout"]
     status, timed_out, pause = None, False, 0.002
     while status is None:
@@ -102,6 +111,10 @@ for line in sys.stdin:
         os.killpg(pid, signal.SIGKILL)  # what the tests left running
     except (ProcessLookupError, PermissionError):
         pass
+    reader.join(2.0)  # a process that left the session may hold the pipe: what came by then is the log
+    fd = os.open(req["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(log.getvalue())
     seconds = time.monotonic() - start
     changed = subprocess.run(["git", "status", "--porcelain", "-z", "--ignored", "--untracked-files=all"],
                              capture_output=True, text=True).stdout
@@ -206,7 +219,8 @@ class ForkRunner:
         proc = self._proc if self._proc is not None and self._proc.poll() is None else self._start()
         assert proc.stdin is not None
         start = time.monotonic()
-        request = {"targets": [], "timeout": timeout, "out": str(self._log), "trace": str(trace) if trace else None}
+        request = {"targets": [], "timeout": timeout, "out": str(self._log), "trace": str(trace) if trace else None,
+                   "head": HEAD_BYTES, "tail": TAIL_BYTES}
         try:
             proc.stdin.write(json.dumps(request).encode() + b"\n")
             proc.stdin.flush()
