@@ -18,6 +18,8 @@ from graph_planner.config.schema import SamplingConfig
 
 log = logging.getLogger(__name__)
 _RETRY_STATUS = {408, 429, 500, 502, 503, 504}
+#: transformers' ``model_max_length`` when the tokenizer names no limit (VERY_LARGE_INTEGER, 1e30).
+_NO_TOKENIZER_LIMIT = 10**18
 _HERMES_TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
 
 
@@ -230,10 +232,11 @@ class HFChatModel:
         self, model_path: str, sampling: SamplingConfig | None = None, tokenizer_path: str | None = None,
         dtype: str = "float32", device_map: str | Sequence[int] | None = "auto", seed: int | None = None,
         model: Any = None, tokenizer: Any = None, max_gpu_memory: str | None = None,
-        max_prompt_tokens: int | None = None,
+        max_prompt_tokens: int | None = None, prompt_budget_setting: str = "training.max_prompt_length, as in training",
     ) -> None:
         """``max_prompt_tokens``: prompts are cut to their last N tokens, as training cuts them
-        (``training.max_prompt_length``), so a trained model is evaluated on the prompts it learned from."""
+        (``training.max_prompt_length``), so a trained model is evaluated on the prompts it learned from;
+        ``prompt_budget_setting`` names that budget in the cut's warning (`gp serve`: ``--max-prompt-tokens``)."""
         from graph_planner.imports import import_lock
         from graph_planner.models.loading import load_causal_lm
 
@@ -252,6 +255,7 @@ class HFChatModel:
             model = load_causal_lm(model_path, **kwargs)
         self.model = model.eval()
         self.max_prompt_tokens = max_prompt_tokens
+        self.prompt_budget_setting = prompt_budget_setting
         self.truncated_prompts = 0
         if seed is not None:
             torch.manual_seed(seed)
@@ -260,6 +264,36 @@ class HFChatModel:
         enc = self.tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=True,
                                                  return_dict=True)
         return list(enc["input_ids"])
+
+    def prompt_ids(self, messages_or_text: list[dict[str, Any]] | str | list[int],
+                   tools: list[dict[str, Any]] | None = None, add_special_tokens: bool = True) -> list[int]:
+        """The uncut prompt of a chat (templated), a text (tokenized as vLLM's ``/v1/completions`` does) or ids."""
+        if isinstance(messages_or_text, str):
+            return list(self.tokenizer.encode(messages_or_text, add_special_tokens=add_special_tokens))
+        if all(isinstance(tok, int) for tok in messages_or_text):
+            return list(messages_or_text)  # type: ignore[arg-type]
+        return self.encode_chat(messages_or_text, tools)  # type: ignore[arg-type]
+
+    def cut(self, ids: list[int], n: int | None = None) -> list[int]:
+        """``ids`` cut to their last ``n`` tokens (default ``max_prompt_tokens``; None: uncut) by
+        :func:`cut_prompt`, training's rule; the first cut this model makes is logged as a warning."""
+        budget = self.max_prompt_tokens if n is None else n
+        if budget is None:
+            return ids
+        ids, was_cut = cut_prompt(ids, budget, self.truncated_prompts, self.prompt_budget_setting)
+        self.truncated_prompts += was_cut
+        return ids
+
+    def context_length(self) -> int | None:
+        """The most tokens (prompt + completion) the model takes: its config's ``max_position_embeddings``
+        (``n_positions``), else the tokenizer's ``model_max_length`` when that is a real limit; None if neither."""
+        config = getattr(self.model, "config", None)
+        for name in ("max_position_embeddings", "n_positions"):
+            value = getattr(config, name, None)
+            if isinstance(value, int) and value > 0:
+                return value
+        limit = getattr(self.tokenizer, "model_max_length", None)
+        return limit if isinstance(limit, int) and 0 < limit < _NO_TOKENIZER_LIMIT else None
 
     def generate_ids(self, prompt_ids: list[int], sampling: SamplingConfig) -> tuple[list[int], list[float]]:
         """Sample a continuation; returns (response token ids, their log-probs)."""
@@ -297,12 +331,11 @@ class HFChatModel:
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
         sampling: SamplingConfig | None = None,
     ) -> ChatResponse:
+        return self.respond(self.cut(self.encode_chat(messages, tools)), sampling)
+
+    def respond(self, prompt_ids: list[int], sampling: SamplingConfig | None = None) -> ChatResponse:
+        """The assistant turn for an already templated (and cut) prompt; `gp serve` checks its length first."""
         sampling = sampling or self.sampling
-        prompt_ids = self.encode_chat(messages, tools)
-        if self.max_prompt_tokens is not None:
-            prompt_ids, cut = cut_prompt(prompt_ids, self.max_prompt_tokens, self.truncated_prompts,
-                                         "training.max_prompt_length, as in training")
-            self.truncated_prompts += cut
         response_ids, logprobs = self.generate_ids(prompt_ids, sampling)
         text = self.tokenizer.decode(response_ids, skip_special_tokens=True)
         text, tool_calls = extract_tool_calls(text)

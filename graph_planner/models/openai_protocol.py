@@ -86,6 +86,11 @@ class _SamplingRequest(BaseModel):
         return base.model_copy(update=update)
 
     @property
+    def requested_max_tokens(self) -> int | None:
+        """The completion budget the client asked for (None: none, vLLM then fills the context)."""
+        return self.max_completion_tokens or self.max_tokens
+
+    @property
     def include_usage(self) -> bool:
         return bool(self.stream_options and self.stream_options.include_usage)
 
@@ -123,6 +128,33 @@ def error_body(message: str, param: str | None = None, kind: str = "invalid_requ
                code: int | None = None) -> dict[str, Any]:
     """OpenAI's error shape: the official client raises it with ``error.message`` (BadRequestError, ...)."""
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+class ContextLengthExceeded(ValueError):
+    """A prompt (plus the completion asked for) over ``--max-model-len``: answered as vLLM answers it."""
+
+
+def check_context_length(max_model_len: int | None, prompt_tokens: int, max_tokens: int | None) -> None:
+    """Raise ContextLengthExceeded in vLLM's words (its ``_validate_input``): prompt + ``max_tokens`` over the
+    limit; with no ``max_tokens`` only a prompt that fills the whole context (vLLM then generates up to the limit)."""
+    if max_model_len is None:
+        return
+    limit = f"This model's maximum context length is {max_model_len} tokens. However, you requested "
+    if max_tokens is None:
+        if prompt_tokens >= max_model_len:
+            raise ContextLengthExceeded(f"{limit}{prompt_tokens} tokens in the messages, Please reduce the length "
+                                        "of the messages.")
+    elif prompt_tokens + max_tokens > max_model_len:
+        raise ContextLengthExceeded(f"{limit}{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, "
+                                    f"{max_tokens} in the completion). Please reduce the length of the messages "
+                                    "or completion.")
+
+
+def vllm_error_body(message: str, kind: str = "BadRequestError", code: int = 400) -> dict[str, Any]:
+    """vLLM's error: its flat ErrorResponse (``"object": "error"``, message, type, param, code) with the same fields
+    under ``error`` as well (OpenAI's shape, newer vLLM's and :func:`error_body`'s), so clients of either read it."""
+    fields = {"message": message, "type": kind, "param": None, "code": code}
+    return {"object": "error", **fields, "error": dict(fields)}
 
 
 def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:

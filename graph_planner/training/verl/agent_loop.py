@@ -15,7 +15,8 @@ model produced is re-tokenized. Unlike the local ModelPolicy, history is never t
 does not apply): a trajectory is one token sequence, bounded by verl's ``response_length``; each turn generates
 at most ``planner_sampling.max_new_tokens``. With ``training.attention_window`` (a model that attends to its last
 N tokens) an observation turn keeps only its last N tokens, as the local engine's per-turn prompt does
-(:func:`visible_context_tail`).
+(:func:`visible_context_tail`). A first prompt over ``rollout.prompt_length`` (``data.max_prompt_length``) keeps its
+last tokens by the project's cut (:func:`graph_planner.models.chat.cut_prompt`), warned once per worker process.
 
 Sandboxes: at most ``parallel.workflow_parallel`` open at once per node, across all worker processes
 (:mod:`graph_planner.sandbox.slots`, the cap every runner's sandbox takes in ``build_env``): the loop waits for
@@ -58,6 +59,7 @@ from graph_planner.integrations.episode_setup import (
     row_dict,
     task_from_row,
 )
+from graph_planner.models.chat import cut_prompt
 from graph_planner.sandbox.slots import SandboxSlot, SandboxSlots
 from graph_planner.training.verl.config import AGENT_LOOP_NAME
 from graph_planner.training.verl.telemetry import EPISODES_FILE, record_episode, telemetry_dir
@@ -136,6 +138,20 @@ def _clipped(reward: float, clip: float | None) -> float:
 _EPISODES_STARTED: Counter[str] = Counter()
 
 
+#: First prompts this worker process has cut: the first cut is a warning, later ones debug (not one per episode).
+_FIRST_PROMPT_CUTS = 0
+
+
+def cap_first_prompt(prompt_ids: list[int], prompt_length: int) -> list[int]:
+    """verl's cap of an episode's first prompt (``rollout.prompt_length``) by the one cut training and eval use:
+    its last ``prompt_length`` tokens, logged as a warning the first time in this process."""
+    global _FIRST_PROMPT_CUTS
+    ids, cut = cut_prompt(list(prompt_ids), prompt_length, _FIRST_PROMPT_CUTS,
+                          "training.max_prompt_length, verl's data.max_prompt_length")
+    _FIRST_PROMPT_CUTS += cut
+    return ids
+
+
 def episode_seed(seed: int, task_id: str, occurrence: int) -> int:
     """The sampling seed of one episode's first turn (turn t uses this + t): 31 bits of sha256 of its identity."""
     digest = hashlib.sha256(f"{seed}:{task_id}:{occurrence}".encode()).digest()
@@ -181,6 +197,10 @@ class GraphPlannerAgentLoop(AgentLoopBase):
         self.response_length = int(self.rollout_config.response_length)
         self.slots = sandbox_slots(self.run_config)
         self.run_id = f"verl-{self.run_config.run_name}"
+
+    def _cap_text_prompt_length(self, prompt_ids: list[int]) -> list[int]:
+        """verl's first-prompt cap (called by ``ct_build_initial_tokens``) through :func:`cap_first_prompt`."""
+        return cap_first_prompt(prompt_ids, int(self.rollout_config.prompt_length))
 
     @rollout_trace_op
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
