@@ -23,8 +23,9 @@ from typer.testing import CliRunner
 
 from graph_planner.cli import app
 from graph_planner.data.manifest import read_manifest
+from graph_planner.data.record import BUILT_HERE_HINT
 from graph_planner.sandbox import prepull
-from graph_planner.sandbox.prepull import BUILT_HERE_HINT, prepull_images
+from graph_planner.sandbox.prepull import prepull_images
 
 
 def push(client, image: str) -> None:
@@ -159,3 +160,20 @@ def test_a_run_refuses_a_missing_image_built_here_naming_it_and_the_build_comman
     with pytest.raises(RuntimeError, match="gp images build") as failed:
         prepull.prepull_for_run(images, [tmp_path])
     assert LOCAL_BUILT in str(failed.value) and client.pulls == []
+
+
+def test_an_episode_never_pulls_a_missing_image_built_here() -> None:
+    """The sandbox's own pull at episode start (no prepull) refuses the same way, at once, naming the task."""
+    from graph_planner.sandbox.base import SandboxError
+    from graph_planner.sandbox.docker import DockerSandbox
+
+    client = FakeDockerClient()
+    pulled: list[str] = []
+    client.images = SimpleNamespace(get=client._get, pull=lambda image, **_: pulled.append(image))
+    box = SimpleNamespace(task=SimpleNamespace(task_id="samples__invcalc-1"))
+    for image in (LOCAL_BUILT, SYNTH_BUILT):
+        with pytest.raises(SandboxError, match="samples__invcalc-1.*built here, never pulled.*gp images build"):
+            DockerSandbox._ensure_image(box, client, image)  # type: ignore[arg-type]
+    assert pulled == []
+    DockerSandbox._ensure_image(box, client, FROM_REGISTRY)  # type: ignore[arg-type]
+    assert pulled == [FROM_REGISTRY]

@@ -129,6 +129,10 @@ SYNTH_IMAGE_PREFIX = "graph-planner/synth-"
 BUILT_HERE_PREFIXES = (f"{LOCAL_IMAGE_NAMESPACE}/", SYNTH_IMAGE_PREFIX)
 
 
+#: The reason a missing image built here fails with (no registry has it: a pull would only wait and fail).
+BUILT_HERE_HINT = "built here, never pulled: run `gp images build <dataset dir>` first"
+
+
 def built_here(image: str) -> bool:
     """Whether ``image`` is one `gp images build` makes here (never in a registry, so never pulled)."""
     return image.startswith(BUILT_HERE_PREFIXES)

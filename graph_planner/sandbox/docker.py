@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import docker.errors  # also binds `docker`
 import requests
 
+from graph_planner.data.record import BUILT_HERE_HINT, built_here
 from graph_planner.episode.results import ExecResult
 from graph_planner.sandbox.base import SandboxError
 from graph_planner.sandbox.history import SAFE_GIT_ENV
@@ -263,6 +264,8 @@ class DockerSandbox(ShellSandbox):
             return
         except docker.errors.ImageNotFound:
             pass
+        if built_here(image):  # no registry has it: a pull would only wait on Docker Hub and fail
+            raise SandboxError(f"image {image} of task {self.task.task_id} is not present: {BUILT_HERE_HINT}")
         log.info("image %s not present: pulling it (prepull images ahead with `gp images prepull`)", image)
         try:
             client.images.pull(image)

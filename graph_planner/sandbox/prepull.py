@@ -21,7 +21,7 @@ import requests
 from docker.utils import parse_repository_tag
 
 from graph_planner.data.manifest import read_manifest, resolve_manifest
-from graph_planner.data.record import built_here
+from graph_planner.data.record import BUILT_HERE_HINT, built_here
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +31,6 @@ ProgressCallback = Callable[[str, str, str], None]
 #: Registry answers that no retry will change.
 _PERMANENT = ("manifest unknown", "not found", "repository does not exist", "pull access denied",
               "invalid reference format", "unauthorized")
-#: The reason a missing image built here fails with (no registry has it: a pull would only wait and fail).
-BUILT_HERE_HINT = "built here, never pulled: run `gp images build <dataset dir>` first"
 
 
 @dataclass
