@@ -64,7 +64,8 @@ class TwoNodeCluster:
         if node == "head":
             flags += ["--ray-client-server-port", "--dashboard-port"]
         ports: list[str] = []
-        for flag, port in zip(flags, free_ports(len(flags)), strict=True):  # distinct: chosen together
+        chosen = [p for p in free_ports(len(flags) + 1) if p != self.gcs_port][:len(flags)]  # distinct, not the GCS's
+        for flag, port in zip(flags, chosen, strict=True):
             ports += [flag, str(port)]
         env = {**self.env, "TMPDIR": str(self.tmpdir(node))}
         with open(self.root / f"{node}.log", "ab") as log:
