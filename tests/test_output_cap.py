@@ -97,3 +97,15 @@ def test_the_standalone_source_runs_without_graph_planner():
     cap.write(b"abcdefghijklmnopqrstuvwxyz")
     assert cap.getvalue() == b"abcd\n[... 16 bytes of output dropped ...]\nuvwxyz"
     assert {"pump", "start_pump"} <= namespace.keys() and "graph_planner" not in standalone_source()
+
+
+def test_was_cut_sees_the_dropped_line_of_a_cap_and_nothing_else():
+    from graph_planner.sandbox.output_cap import CappedOutput, was_cut
+
+    cap = CappedOutput(4, 4)
+    cap.write(b"0123456789abcdef")
+    assert was_cut(cap.getvalue().decode())
+    whole = CappedOutput(4, 40)
+    whole.write(b"0123456789abcdef")
+    assert not was_cut(whole.getvalue().decode())
+    assert not was_cut("[... bytes of output dropped ...]\n")  # no count, no leading line end: not the cap's line

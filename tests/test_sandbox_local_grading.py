@@ -112,3 +112,22 @@ def test_test_patch_that_does_not_apply_is_an_error_not_a_grade(tmp_path, calc):
         report = sb.run_tests()
         assert not report.resolved and "test_patch" in (report.error or "")
         assert "return a + b" in sb.read_file("calc/ops.py")
+
+
+@pytest.mark.parametrize("head, tail", [(256, 512), (2048, 64), (300, 1500)])
+def test_a_graded_reply_cut_by_the_sandbox_output_cap_is_an_error_not_a_grade(tmp_path, calc, monkeypatch,
+                                                                                head, tail):
+    """The exec cap (output_cap) leaves room for a graded reply, but a run can outgrow it (tens of thousands of
+    tests make a record of megabytes). A reply cut in the middle may still parse, with a log missing lines or a
+    record missing tests: it is never graded, whichever part the cut removed."""
+    from graph_planner.sandbox import local as local_module
+    from graph_planner.sandbox.output_cap import CappedOutput
+
+    _, gold, test_patch = calc
+    with LocalSandbox(swebench_task(tmp_path, gold, test_patch), local_config().sandbox, tmp_path, "t") as sb:
+        sb.apply_patch(gold)
+        assert sb.run_tests().resolved  # uncut, the same run resolves
+        monkeypatch.setattr(local_module, "command_output", lambda: CappedOutput(head, tail))
+        report = sb.run_tests()
+    assert not report.resolved
+    assert report.error is not None and "output cap" in report.error, report.error

@@ -18,6 +18,7 @@ from graph_planner.grading.guard import PYTEST_ENV_VARS, is_test_module
 from graph_planner.grading.integrity import single_pytest_command
 from graph_planner.grading.recorder import plugin_name, plugin_source
 from graph_planner.grading.run_grade import Checks, grade_checked_run
+from graph_planner.sandbox.output_cap import was_cut
 
 #: Where hidden R2E tests are installed (relative to the repo root) at grading time; R2E's run_tests.sh runs them.
 R2E_TESTS_DIR = "r2e_tests"
@@ -46,10 +47,16 @@ def run_checked(sb: Any, targets: list[str], mode: str, start: float) -> TestRep
     script = build_script(sb._grading_dir, command, env_prefix, plugin, plan.sources, plan.unittest_sources)
     timeout = sb.settings.test_timeout
     res = sb._exec_raw(script.script, timeout, None)
-    graded = parse_output(res.stdout, script.token)
-    if graded is None and res.timed_out:
-        graded = parse_output(sb._exec_raw(script.collect, sb.settings.exec_timeout, None).stdout, script.token)
+    reply = res.stdout
+    if parse_output(reply, script.token) is None and res.timed_out:
+        reply = sb._exec_raw(script.collect, sb.settings.exec_timeout, None).stdout
     seconds = time.monotonic() - start
+    if was_cut(reply):  # the sandbox's own output cap took the middle of the reply: log lines or record entries
+        return TestReport(resolved=False, mode=mode, rc=res.rc, seconds=seconds, timed_out=res.timed_out,
+                          log_tail=reply[-4000:],
+                          error=f"the graded run's reply ({len(reply)} characters kept) was cut by the sandbox's "
+                                "output cap (sandbox/output_cap.py): not graded")
+    graded = parse_output(reply, script.token)
     if graded is None:
         return TestReport(resolved=False, mode=mode, rc=res.rc, seconds=seconds, timed_out=res.timed_out,
                           log_tail=res.output[-4000:],

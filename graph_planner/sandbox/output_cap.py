@@ -10,6 +10,7 @@ sandbox's own Python (synth/runner.py), where graph_planner may not be importabl
 from __future__ import annotations
 
 import os
+import re
 import threading
 from typing import BinaryIO
 
@@ -84,6 +85,17 @@ def start_pump(pipe: BinaryIO, sink: CappedOutput) -> threading.Thread:
     thread = threading.Thread(target=pump, args=(pipe, sink), name="output-pump", daemon=True)
     thread.start()
     return thread
+
+
+#: The line ``CappedOutput.getvalue`` puts where it dropped the middle.
+_DROPPED_LINE = re.compile(r"\n\[\.\.\. \d+ bytes of output dropped \.\.\.\]\n")
+
+
+def was_cut(text: str) -> bool:
+    """Whether ``text`` (a command's decoded output) had its middle dropped by a cap. A graded run's reply that
+    was cut is never graded (sandbox/checked_run.py): the cut may have taken log lines or record entries, and a
+    command that prints this line itself only fails its own grading."""
+    return _DROPPED_LINE.search(text) is not None
 
 
 def command_output() -> CappedOutput:
