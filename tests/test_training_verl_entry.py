@@ -101,6 +101,25 @@ def test_runtime_env_ships_code_not_data():
         "/opt/py/bin/python -m graph_planner.training.verl.entry --config-file '/r/a b.yaml'"
 
 
+def test_the_job_env_keeps_trls_experimental_warning_out_of_every_verl_process_log():
+    """verl imports trl.experimental, which warns in every process of a job (2 lines each, ~14 a job); the job's
+    env silences it the way TRL documents, and a user's resources.system_envs can still turn it back on."""
+    import os
+    import subprocess
+    import sys
+
+    env_vars = job_runtime_env(load_run_config(None, {}))["env_vars"]
+    probe = [sys.executable, "-c", "import warnings; warnings.simplefilter('default'); import trl.experimental"]
+    loud = subprocess.run(probe, capture_output=True, text=True, env={k: v for k, v in os.environ.items()
+                                                                        if k != "TRL_EXPERIMENTAL_SILENCE"})
+    quiet = subprocess.run(probe, capture_output=True, text=True,
+                           env={**os.environ, "TRL_EXPERIMENTAL_SILENCE": env_vars["TRL_EXPERIMENTAL_SILENCE"]})
+    assert "TRLExperimentalWarning" in loud.stderr  # the probe sees the warning at all
+    assert quiet.returncode == 0 and "TRLExperimentalWarning" not in quiet.stderr, quiet.stderr
+    user = job_runtime_env(load_run_config(None, {"resources.system_envs": {"TRL_EXPERIMENTAL_SILENCE": "0"}}))
+    assert user["env_vars"]["TRL_EXPERIMENTAL_SILENCE"] == "0"
+
+
 def test_local_backend_without_prepared_data_is_a_clear_error(tmp_path, capsys):
     config = load_run_config(None, {"logging.output_dir": str(tmp_path),
                                     "paths.dataset_train": str(tmp_path / "missing" / "train.jsonl")})

@@ -77,7 +77,8 @@ def job_runtime_env(config: RunConfig) -> dict[str, Any]:
     """
     from graph_planner.training.verl.telemetry import VERL_METRICS_FILE, telemetry_dir
 
-    env_vars = {**config.resources.system_envs, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false",
+    env_vars = {"TRL_EXPERIMENTAL_SILENCE": "1",  # verl imports trl.experimental: 2 warning lines a process
+                **config.resources.system_envs, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false",
                 # seed 000 section 5: verl's tracker also logs train/kl, train/entropy, ... (telemetry.verl_names);
                 # verl 0.9.1 fixes for every platform (training.verl.compat); the hf rollout, CPU or GPU
                 "VERL_USE_EXTERNAL_MODULES": f"{SEED_METRIC_NAMES_MODULE},{VERL_COMPAT_MODULE},{HF_ROLLOUT_MODULE}",
