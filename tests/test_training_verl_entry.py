@@ -120,6 +120,24 @@ def test_the_job_env_keeps_trls_experimental_warning_out_of_every_verl_process_l
     assert user["env_vars"]["TRL_EXPERIMENTAL_SILENCE"] == "0"
 
 
+def test_the_job_env_keeps_verls_missing_engine_warnings_out_of_the_job_log():
+    """verl.workers.engine warns for each optional engine it lacks (5 warnings, 10 lines, in every verl process of
+    a job); the job's PYTHONWARNINGS drops exactly those, and other UserWarnings still show."""
+    import os
+    import subprocess
+    import sys
+
+    env_vars = job_runtime_env(load_run_config(None, {}))["env_vars"]
+    probe = [sys.executable, "-c", "import warnings, verl.workers.engine; warnings.warn('still shown', UserWarning)"]
+    base = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
+    loud = subprocess.run(probe, capture_output=True, text=True, env=base)
+    quiet = subprocess.run(probe, capture_output=True, text=True,
+                           env={**base, "PYTHONWARNINGS": env_vars["PYTHONWARNINGS"]})
+    assert "engine is not available" in loud.stderr  # the probe sees verl's warnings at all
+    assert quiet.returncode == 0 and "engine is not available" not in quiet.stderr, quiet.stderr[-2000:]
+    assert "still shown" in quiet.stderr
+
+
 def test_local_backend_without_prepared_data_is_a_clear_error(tmp_path, capsys):
     config = load_run_config(None, {"logging.output_dir": str(tmp_path),
                                     "paths.dataset_train": str(tmp_path / "missing" / "train.jsonl")})

@@ -66,6 +66,8 @@ def project_root() -> Path:
     return Path(graph_planner.__file__).resolve().parent.parent
 
 
+#: The verl module whose import warns once for every optional training engine that is not installed.
+VERL_OPTIONAL_ENGINES_MODULE = "verl.workers.engine"
 #: Imported by ``import verl`` in every verl process of the job (``VERL_USE_EXTERNAL_MODULES``).
 SEED_METRIC_NAMES_MODULE = "graph_planner.telemetry.verl_names"
 
@@ -78,6 +80,9 @@ def job_runtime_env(config: RunConfig) -> dict[str, Any]:
     from graph_planner.training.verl.telemetry import VERL_METRICS_FILE, telemetry_dir
 
     env_vars = {"TRL_EXPERIMENTAL_SILENCE": "1",  # verl imports trl.experimental: 2 warning lines a process
+                # verl.workers.engine warns for each optional engine it lacks (torchtitan, megatron, ...): 10 lines
+                # in every verl process, 60 of a demo run's 1,217; a user's system_envs can turn them back on
+                "PYTHONWARNINGS": f"ignore::UserWarning:{VERL_OPTIONAL_ENGINES_MODULE}",
                 **config.resources.system_envs, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false",
                 # seed 000 section 5: verl's tracker also logs train/kl, train/entropy, ... (telemetry.verl_names);
                 # verl 0.9.1 fixes for every platform (training.verl.compat); the hf rollout, CPU or GPU
