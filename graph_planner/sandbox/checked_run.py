@@ -48,15 +48,16 @@ def run_checked(sb: Any, targets: list[str], mode: str, start: float) -> TestRep
     timeout = sb.settings.test_timeout
     res = sb._exec_raw(script.script, timeout, None)
     reply = res.stdout
-    if parse_output(reply, script.token) is None and res.timed_out:
+    graded = parse_output(reply, script.token)
+    if graded is None and res.timed_out:
         reply = sb._exec_raw(script.collect, sb.settings.exec_timeout, None).stdout
+        graded = parse_output(reply, script.token)
     seconds = time.monotonic() - start
     if was_cut(reply):  # the sandbox's own output cap took the middle of the reply: log lines or record entries
         return TestReport(resolved=False, mode=mode, rc=res.rc, seconds=seconds, timed_out=res.timed_out,
                           log_tail=reply[-4000:],
                           error=f"the graded run's reply ({len(reply)} characters kept) was cut by the sandbox's "
                                 "output cap (sandbox/output_cap.py): not graded")
-    graded = parse_output(reply, script.token)
     if graded is None:
         return TestReport(resolved=False, mode=mode, rc=res.rc, seconds=seconds, timed_out=res.timed_out,
                           log_tail=res.output[-4000:],
