@@ -127,8 +127,6 @@ LOCAL_IMAGE_NAMESPACE = "graph-planner-local"
 SYNTH_IMAGE_PREFIX = "graph-planner/synth-"
 #: Every image name this project builds itself (`gp images build`): no registry has them, so none is ever pulled.
 BUILT_HERE_PREFIXES = (f"{LOCAL_IMAGE_NAMESPACE}/", SYNTH_IMAGE_PREFIX)
-
-
 #: The reason a missing image built here fails with (no registry has it: a pull would only wait and fail).
 BUILT_HERE_HINT = "built here, never pulled: run `gp images build <dataset dir>` first"
 
