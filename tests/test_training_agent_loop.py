@@ -44,6 +44,7 @@ from graph_planner.training.verl.agent_loop import (
     write_agent_loop_config,
 )
 from graph_planner.training.verl.config import AGENT_LOOP_NAME
+from graph_planner.training.verl.lockstep import BATCH_KEY
 
 SAMPLE = Path(__file__).resolve().parents[1] / "datasets" / "sample"
 TASK_ID = "graphplanner-samples__textkit-7"
@@ -88,6 +89,33 @@ class ScriptedServerManager:
         self.outputs[request_id].append(ids)
         logprobs = [-0.5] * len(ids) if sampling_params.get("logprobs") else None
         return TokenOutput(token_ids=ids, log_probs=logprobs, stop_reason="completed", num_preempted=0)
+
+
+class BatchingScriptedServer(ScriptedServerManager):
+    """The scripted server answering the hf rollout's lockstep rounds, each row as its own episode's request; the
+    k-th episode (request id) it sees plays ``scripts[k]``."""
+
+    def __init__(self, tokenizer: Any, scripts: list[list[str]]) -> None:
+        super().__init__(tokenizer, [])
+        self.scripts = scripts
+        self.script_of: dict[str, list[str]] = {}
+        self.rounds: list[int] = []
+
+    async def generate(self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any],
+                       **kwargs: Any) -> TokenOutput:
+        rows = sampling_params[BATCH_KEY]
+        self.rounds.append(len(rows))
+        shared = {k: v for k, v in sampling_params.items() if k != BATCH_KEY}
+        answers = []
+        for row in rows:
+            if row["request_id"] not in self.script_of:
+                self.script_of[row["request_id"]] = self.scripts[len(self.script_of)]
+            self.replies = self.script_of[row["request_id"]]
+            answers.append(await super().generate(row["request_id"], prompt_ids=row["prompt_ids"], sampling_params={
+                **shared, "max_tokens": row["max_tokens"], "seed": row["seed"]}))
+        return TokenOutput(token_ids=[], log_probs=None, stop_reason="completed", num_preempted=0,
+                           extra_fields={BATCH_KEY: [{"token_ids": a.token_ids, "log_probs": a.log_probs}
+                                                     for a in answers]})
 
 
 class SandboxLedger:
@@ -174,12 +202,12 @@ def write_run_config(tmp_path: Path, prepared_dir: Path, synthesizer: str, **sec
 
 
 def make_loop(tmp_path: Path, run_config: Path, server: ScriptedServerManager, tokenizer: Any,
-              response_length: int = 4096) -> GraphPlannerAgentLoop:
+              response_length: int = 4096, rollout: str = "vllm") -> GraphPlannerAgentLoop:
     """Instantiate the loop the way verl's AgentLoopWorker does: entry from the agent-loop config file, then
     ``hydra.utils.instantiate`` with the worker's arguments (call inside the running event loop)."""
     entries = OmegaConf.load(write_agent_loop_config(tmp_path / "agent_loops.yaml", run_config))
     entry = next(e for e in entries if e.name == AGENT_NAME)
-    trainer = OmegaConf.create({"actor_rollout_ref": {"rollout": {"prompt_length": 8192,
+    trainer = OmegaConf.create({"actor_rollout_ref": {"rollout": {"name": rollout, "prompt_length": 8192,
                                                                   "response_length": response_length}},
                                 "data": {}})
     return hydra.utils.instantiate(
@@ -360,6 +388,31 @@ def test_concurrent_loops_never_exceed_the_sandbox_cap(tmp_path, prepared, token
     assert len(outputs) == 5 and all(o.extra_fields["graph_planner"]["termination_reason"] == "max_steps"
                                      for o in outputs)
     assert len(ledger.boxes) == 5 and ledger.max_open == 2 and ledger.all_closed()
+
+
+def test_hf_rollout_episodes_ask_in_lockstep_rounds_and_get_the_same_episodes(tmp_path, prepared, tokenizer,
+                                                                              ledger):
+    """With the hf rollout a worker's concurrent episodes are answered one batched request per round; each episode
+    is token for token what it is alone. Three episodes of 3, 1 and 2 turns: rounds of 3, 2 and 1 rows."""
+    prepared_dir, row = prepared
+    config = write_run_config(tmp_path, prepared_dir, "gold", parallel={"workflow_parallel": 3})
+    scripts = [RESOLVING_SCRIPT, [SUBMIT], [COMMIT, SUBMIT]]
+    alone = [run_episode(tmp_path, config, ScriptedServerManager(tokenizer, script), tokenizer, row)[0]
+             for script in scripts]
+
+    async def go(server: BatchingScriptedServer) -> list[AgentLoopOutput]:
+        loops = [make_loop(tmp_path, config, server, tokenizer, rollout="hf") for _ in scripts]
+        assert len({id(loop.rounds) for loop in loops}) == 1  # the worker's (event loop's) loops share the rounds
+        return await asyncio.wait_for(asyncio.gather(*(lp.run({"temperature": 1.0, "logprobs": True},
+                                                              extra_info=row["extra_info"]) for lp in loops)), 120)
+
+    server = BatchingScriptedServer(tokenizer, scripts)
+    outputs = asyncio.run(go(server))
+    assert server.rounds == [3, 2, 1]
+    for out, single in zip(outputs, alone):
+        assert out.prompt_ids == single.prompt_ids and out.response_ids == single.response_ids
+        assert out.response_mask == single.response_mask and out.reward_score == single.reward_score
+    assert ledger.all_closed()
 
 
 def test_slots_are_shared_across_processes_and_freed_when_a_holder_dies(tmp_path):

@@ -146,6 +146,34 @@ def test_hf_rollout_server_draws_the_same_sample_for_the_same_request_seed_in_an
     assert a != b  # the seed decides the draw (an untrained toy model samples near-uniformly)
 
 
+def test_hf_rollout_server_answers_a_lockstep_round_row_by_row_as_single_requests_would(toy_path):
+    """One batched call (graph_planner/training/verl/lockstep.py) for rows of different lengths and budgets: each
+    row greedily gets the tokens it gets alone, cut to its own max_tokens, with the same log-probs (float32, left
+    padding); a seeded round draws the same tokens again."""
+    server = HFRolloutServer(toy_path, trust_remote_code=False, max_model_len=None, seed=0)
+    prompts = [list(range(5, 5 + n)) for n in (20, 7, 64, 300)]
+    budgets = [10, 3, 10, 6]
+    greedy = {"temperature": 0, "logprobs": True}
+    alone = [asyncio.run(server.generate(p, {**greedy, "max_tokens": b}, request_id="a")) for p, b in
+             zip(prompts, budgets)]
+    rows = [{"request_id": str(i), "prompt_ids": p, "max_tokens": b, "seed": i}
+            for i, (p, b) in enumerate(zip(prompts, budgets))]
+    out = asyncio.run(server.generate(prompts[0], {**greedy, "max_tokens": 10, "batch": rows}, request_id="r"))
+    answers = out.extra_fields["batch"]
+    assert out.extra_fields["global_steps"] is None and len(answers) == len(rows)
+    for single, answer, budget in zip(alone, answers, budgets):
+        assert answer["token_ids"] == single.token_ids and len(answer["token_ids"]) <= budget
+        assert answer["log_probs"] == pytest.approx(single.log_probs, abs=1e-4)
+
+    def sample(seed: int) -> list[list[int]]:
+        params = {"temperature": 1.0, "max_tokens": 12, "seed": seed, "batch": rows}
+        return [a["token_ids"] for a in asyncio.run(server.generate([1], params, request_id="s")).extra_fields["batch"]]
+
+    assert sample(5) == sample(5) != sample(6)
+    with pytest.raises(ValueError, match="batch row 1: .* no room"):
+        server._generate_batch([rows[0], {**rows[1], "prompt_ids": list(range(server.max_model_len))}], greedy)
+
+
 def test_windowed_model_dir_is_the_same_weights_attending_to_the_last_n_tokens(toy_path, tmp_path):
     """training.attention_window: the toy Llama checkpoint as Mistral with a sliding window, weights linked; within
     the window it computes exactly what the original does, and other model types are refused by field name."""

@@ -62,6 +62,8 @@ from graph_planner.integrations.episode_setup import (
 from graph_planner.models.chat import cut_prompt
 from graph_planner.sandbox.slots import SandboxSlot, SandboxSlots
 from graph_planner.training.verl.config import AGENT_LOOP_NAME
+from graph_planner.training.verl.hf_rollout import ROLLOUT_NAME
+from graph_planner.training.verl.lockstep import LockstepRounds, rounds_for
 from graph_planner.training.verl.telemetry import EPISODES_FILE, record_episode, telemetry_dir
 
 log = logging.getLogger(__name__)
@@ -197,6 +199,11 @@ class GraphPlannerAgentLoop(AgentLoopBase):
         self.response_length = int(self.rollout_config.response_length)
         self.slots = sandbox_slots(self.run_config)
         self.run_id = f"verl-{self.run_config.run_name}"
+        # the hf rollout answers one request per generate call: the worker's episodes ask it in lockstep rounds
+        self.rounds: LockstepRounds | None = (
+            rounds_for(self.server_manager.generate) if getattr(self.rollout_config, "name", None) == ROLLOUT_NAME
+            else None)
+        self.member: int | None = None
 
     def _cap_text_prompt_length(self, prompt_ids: list[int]) -> list[int]:
         """verl's first-prompt cap (called by ``ct_build_initial_tokens``) through :func:`cap_first_prompt`."""
@@ -213,13 +220,24 @@ class GraphPlannerAgentLoop(AgentLoopBase):
                                                                     occurrence)}
         slot = await self.slots.acquire()
         box = EpisodeSandbox(self.slots, slot)  # no await between acquire and try: the slot cannot leak
+        # a free slot is taken without suspending, so a step's episodes join the rounds in verl's batch order
+        self.member = None if self.rounds is None else self.rounds.join()
         try:
             return await self._episode(box, task, dataset_dir, dict(sampling_params), kwargs.get("uid"))
         except Exception as exc:
             exc.add_note(f"graph planner agent loop: task {task.task_id} (run {self.run_id})")
             raise
         finally:
+            if self.rounds is not None and self.member is not None:
+                self.rounds.leave(self.member)  # before the sandbox closes: no round waits on the close
             await box.close()
+
+    async def _generate(self, request_id: str, prompt_ids: list[int], sampling_params: dict[str, Any]) -> Any:
+        """One turn's generation: through this worker's lockstep round (hf rollout) or straight to the server."""
+        if self.rounds is not None and self.member is not None:
+            return await self.rounds.generate(self.member, request_id, prompt_ids, sampling_params)
+        return await self.server_manager.generate(request_id=request_id, prompt_ids=prompt_ids,
+                                                  sampling_params=sampling_params)
 
     async def _episode(self, box: EpisodeSandbox, task: TaskRecord, dataset_dir: Path,
                        sampling_params: dict[str, Any], group: Any = None) -> AgentLoopOutput:
@@ -246,9 +264,8 @@ class GraphPlannerAgentLoop(AgentLoopBase):
             if budget <= 0:
                 break
             clock = time.perf_counter()
-            out = await self.server_manager.generate(request_id=request_id, prompt_ids=tokens,
-                                                     sampling_params={**sampling_params, "max_tokens": budget,
-                                                                      "seed": sampling_params["seed"] + generations})
+            out = await self._generate(request_id, tokens, {**sampling_params, "max_tokens": budget,
+                                                            "seed": sampling_params["seed"] + generations})
             gen_s += time.perf_counter() - clock
             if weights_step is None and out.extra_fields.get("global_steps") is not None:
                 weights_step = int(out.extra_fields["global_steps"])

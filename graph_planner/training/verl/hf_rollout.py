@@ -60,12 +60,8 @@ class HFRolloutServer:
         self.weight_updates = 0
         self._lock = threading.Lock()
 
-    def _generate(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> dict[str, Any]:
-        room = self.max_model_len - len(prompt_ids)
-        if room < 1:
-            raise ValueError(f"prompt of {len(prompt_ids)} tokens leaves no room within max_model_len "
-                             f"{self.max_model_len}")
-        max_new = min(int(sampling_params.get("max_tokens") or sampling_params.get("max_new_tokens") or room), room)
+    @staticmethod
+    def _generate_kwargs(sampling_params: dict[str, Any], max_new: int) -> dict[str, Any]:
         temperature = float(sampling_params.get("temperature", 1.0))
         top_k = int(sampling_params.get("top_k", -1))
         greedy = temperature <= 0
@@ -75,6 +71,15 @@ class HFRolloutServer:
         if not greedy:
             kwargs.update(temperature=temperature, top_p=float(sampling_params.get("top_p", 1.0)),
                           top_k=top_k if top_k > 0 else 0)
+        return kwargs
+
+    def _generate(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> dict[str, Any]:
+        room = self.max_model_len - len(prompt_ids)
+        if room < 1:
+            raise ValueError(f"prompt of {len(prompt_ids)} tokens leaves no room within max_model_len "
+                             f"{self.max_model_len}")
+        max_new = min(int(sampling_params.get("max_tokens") or sampling_params.get("max_new_tokens") or room), room)
+        kwargs = self._generate_kwargs(sampling_params, max_new)
         config = self.model.generation_config
         input_ids = torch.tensor([prompt_ids], dtype=torch.long, device=self.device)
         seed = sampling_params.get("seed")  # per request (the agent loop's): the same draws in any request order
@@ -91,13 +96,61 @@ class HFRolloutServer:
             logprobs = torch.log_softmax(logits, dim=-1).gather(-1, chosen).squeeze(-1).tolist()
         return {"token_ids": tokens, "log_probs": logprobs}
 
+    def _generate_batch(self, rows: list[dict[str, Any]], sampling_params: dict[str, Any]) -> list[dict[str, Any]]:
+        """A lockstep round (:mod:`graph_planner.training.verl.lockstep`): every row in ONE left-padded
+        ``generate``, each row cut to its own ``max_tokens`` and first stop token; seeded once by the round's seed."""
+        prompts = [list(row["prompt_ids"]) for row in rows]
+        budgets = []
+        for i, (row, ids) in enumerate(zip(rows, prompts)):
+            room = self.max_model_len - len(ids)
+            if room < 1:
+                raise ValueError(f"batch row {i}: prompt of {len(ids)} tokens leaves no room within max_model_len "
+                                 f"{self.max_model_len}")
+            budgets.append(min(int(row.get("max_tokens") or room), room))
+        config = self.model.generation_config
+        pad = config.pad_token_id if config.pad_token_id is not None else _first(config.eos_token_id)
+        width = max(len(ids) for ids in prompts)
+        input_ids = torch.tensor([[pad] * (width - len(ids)) + ids for ids in prompts], dtype=torch.long,
+                                 device=self.device)
+        attention = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in prompts], dtype=torch.long,
+                                 device=self.device)
+        kwargs = self._generate_kwargs(sampling_params, max(budgets))
+        stop_ids = set(_as_list(config.eos_token_id))
+        seed = sampling_params.get("seed")
+        with self._lock, torch.no_grad():
+            if seed is not None:
+                torch.manual_seed(int(seed))
+            out = self.model.generate(input_ids=input_ids, attention_mask=attention, pad_token_id=pad,
+                                      eos_token_id=config.eos_token_id, **kwargs)
+        generated = out.sequences[:, width:].tolist()
+        logits = torch.stack(out.logits, dim=1).float().cpu() if sampling_params.get("logprobs") else None
+        answers = []
+        for r, (tokens, budget) in enumerate(zip(generated, budgets)):
+            length = next((i + 1 for i, t in enumerate(tokens[:budget]) if t in stop_ids), min(budget, len(tokens)))
+            tokens = tokens[:length]
+            logprobs = None
+            if logits is not None:
+                chosen = torch.tensor(tokens, dtype=torch.long).unsqueeze(-1)
+                logprobs = torch.log_softmax(logits[r, :length], dim=-1).gather(-1, chosen).squeeze(-1).tolist()
+            answers.append({"token_ids": tokens, "log_probs": logprobs})
+        return answers
+
     async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any], request_id: str,
                        image_data: Any = None, video_data: Any = None, **kwargs: Any):  # -> TokenOutput
         from verl.workers.rollout.replica import TokenOutput
 
-        result = await asyncio.to_thread(self._generate, list(prompt_ids), dict(sampling_params))
+        from graph_planner.training.verl.lockstep import BATCH_KEY
+
+        params = dict(sampling_params)
+        rows = params.pop(BATCH_KEY, None)
+        extra: dict[str, Any] = {"global_steps": self.global_steps}
+        if rows is not None:  # a lockstep round: the rows' answers in extra_fields, in row order
+            extra[BATCH_KEY] = await asyncio.to_thread(self._generate_batch, list(rows), params)
+            return TokenOutput(token_ids=[], log_probs=None, stop_reason="completed", num_preempted=0,
+                               extra_fields=extra)
+        result = await asyncio.to_thread(self._generate, list(prompt_ids), params)
         return TokenOutput(token_ids=result["token_ids"], log_probs=result["log_probs"], stop_reason="completed",
-                           num_preempted=0, extra_fields={"global_steps": self.global_steps})
+                           num_preempted=0, extra_fields=extra)
 
     async def update_weights(self, state: dict[str, torch.Tensor], global_steps: int | None = None) -> dict[str, int]:
         """Load the actor's full state dict; returns how many tensors matched (all of them, or it raises)."""
@@ -139,6 +192,14 @@ class HFRolloutServer:
 
     async def abort_request(self, request_id: str, reset_prefix_cache: bool = True) -> dict[str, Any]:
         return {"aborted": False, "request_id": request_id}
+
+
+def _as_list(ids: int | list[int] | None) -> list[int]:
+    return [] if ids is None else [ids] if isinstance(ids, int) else list(ids)
+
+
+def _first(ids: int | list[int] | None) -> int:
+    return (_as_list(ids) or [0])[0]
 
 
 def _server_name(replica_rank: int, node_rank: int = 0, suffix: str = "") -> str:
