@@ -18,6 +18,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import fresh_clone_demo  # noqa: E402 - after the environment default above
+import verl_learning_job  # noqa: E402
 from prefect_fixtures import (  # noqa: F401,E402 - pytest fixtures
     flow_workspace,
     harness_deployments,
@@ -41,14 +42,19 @@ def _needs_demo(item: pytest.Item) -> bool:
     return fresh_clone_demo.FIXTURE in getattr(item, "fixturenames", ())
 
 
+def _needs_learning(item: pytest.Item) -> bool:
+    return verl_learning_job.FIXTURE in getattr(item, "fixturenames", ())
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Modules with heavy tests first (under xdist the longest work starts first), the fresh-clone test last (it
-    waits for the demo that runs beside the suite); each module keeps its own order."""
+    """Modules with heavy tests first (under xdist the longest work starts first), the tests of the background runs
+    last (the verl learning run, then the fresh-clone demo: they run beside the suite); each module keeps its own
+    order."""
     def module(item: pytest.Item) -> str:
         return item.nodeid.split("::")[0]
 
     heavy = {module(item) for item in items if any(item.get_closest_marker(mark) for mark in HEAVY_MARKS)}
-    items.sort(key=lambda item: (_needs_demo(item), module(item) not in heavy))
+    items.sort(key=lambda item: (_needs_demo(item), _needs_learning(item), module(item) not in heavy))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -87,16 +93,22 @@ class _ControllerDemo:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """A selected test needs the fresh-clone ``make demo``: start it now, beside the rest of the suite."""
-    if (not fresh_clone_demo.venv_installed() or session.config.option.collectonly
-            or fresh_clone_demo.BACKGROUND_DEMO in session.config.stash):
+    """A selected test needs the fresh-clone ``make demo`` or the verl learning run: start it now, beside the rest
+    of the suite (under xdist the controller starts the demo, and a worker's fixture its own learning run)."""
+    config = session.config
+    if config.option.collectonly or getattr(config, "workerinput", None) is not None:
         return
-    if any(_needs_demo(item) for item in session.items):
-        workdir = session.config._tmp_path_factory.mktemp("fresh")  # pytest's own basetemp, kept like tmp_path
-        session.config.stash[fresh_clone_demo.BACKGROUND_DEMO] = fresh_clone_demo.BackgroundDemo(workdir)
+    if (fresh_clone_demo.venv_installed() and fresh_clone_demo.BACKGROUND_DEMO not in config.stash
+            and any(_needs_demo(item) for item in session.items)):
+        workdir = config._tmp_path_factory.mktemp("fresh")  # pytest's own basetemp, kept like tmp_path
+        config.stash[fresh_clone_demo.BACKGROUND_DEMO] = fresh_clone_demo.BackgroundDemo(workdir)
+    if verl_learning_job.BACKGROUND_LEARNING not in config.stash and any(map(_needs_learning, session.items)):
+        workdir = config._tmp_path_factory.mktemp("verl_learning")
+        config.stash[verl_learning_job.BACKGROUND_LEARNING] = verl_learning_job.start(workdir)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    demo = session.config.stash.get(fresh_clone_demo.BACKGROUND_DEMO, None)
-    if demo is not None:
-        demo.stop()  # a no-op where the demo was only attached to
+    for key in (fresh_clone_demo.BACKGROUND_DEMO, verl_learning_job.BACKGROUND_LEARNING):
+        job = session.config.stash.get(key, None)
+        if job is not None:
+            job.stop()  # a no-op where the job has ended or was only attached to

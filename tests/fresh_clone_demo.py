@@ -12,15 +12,13 @@ the lock, not the demo, and ``benchmarks/install.py`` measures that.
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from background import BackgroundCommand
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV = Path(sys.prefix)
@@ -58,56 +56,23 @@ def make_demo(clone: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, cwd=clone, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
 
 
-class BackgroundDemo:
-    """``make demo`` started now on a fresh copy under ``workdir``; :meth:`result` waits for it.
-
-    Its exit status lands in ``workdir/demo.rc`` when it ends, so a process that did not start it (a pytest-xdist
-    worker, when the controller started it) can :meth:`attach` to the same run and wait for it there."""
+class BackgroundDemo(BackgroundCommand):
+    """``make demo`` started now on a fresh copy under ``workdir`` (tests/background.py); :meth:`attach` joins one
+    another process started there."""
 
     def __init__(self, workdir: Path, *, start: bool = True) -> None:
         self.clone = workdir / "clone"
-        self._out, self._err, self._rc = workdir / "demo.stdout", workdir / "demo.stderr", workdir / "demo.rc"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.started = time.monotonic()
-        if not start:
-            return
-        fresh_copy(self.clone)
-        if (self.clone / ".cache").exists() or (self.clone / "runs").exists():
-            raise RuntimeError(f"{self.clone}: a fresh copy holds .cache/ or runs/ (they must be git-ignored)")
         cmd, env = _demo_command()
-        part = self._rc.with_suffix(".part")
-        record = f'"$@"; echo $? > {shlex.quote(str(part))} && mv {shlex.quote(str(part))} {shlex.quote(str(self._rc))}'
-        with self._out.open("w") as out, self._err.open("w") as err:
-            # its own process group: stop() ends make, the demo and its Prefect server together
-            self.proc = subprocess.Popen(["sh", "-c", record, "sh", *cmd], cwd=self.clone, env=env, stdout=out,
-                                         stderr=err, start_new_session=True)
+        if start:
+            fresh_copy(self.clone)
+            if (self.clone / ".cache").exists() or (self.clone / "runs").exists():
+                raise RuntimeError(f"{self.clone}: a fresh copy holds .cache/ or runs/ (they must be git-ignored)")
+        super().__init__("demo", cmd, workdir, TIMEOUT_S, cwd=self.clone, env=env, start=start)
 
     @classmethod
     def attach(cls, workdir: Path) -> BackgroundDemo:
         """The demo another process started under ``workdir`` (it is stopped by that process, not by this one)."""
         return cls(workdir, start=False)
-
-    def result(self) -> subprocess.CompletedProcess[str]:
-        deadline = self.started + TIMEOUT_S
-        while not self._rc.exists():
-            if self.proc is not None and self.proc.poll() is not None and not self._rc.exists():
-                break  # ended without writing its status: stopped by a signal
-            if time.monotonic() > deadline:
-                self.stop()
-                raise subprocess.TimeoutExpired(_demo_command()[0], TIMEOUT_S)
-            time.sleep(1)
-        rc = int(self._rc.read_text()) if self._rc.exists() else -1
-        return subprocess.CompletedProcess(_demo_command()[0], rc, self._out.read_text(), self._err.read_text())
-
-    def stop(self) -> None:
-        """End the demo if it still runs (the session ended without the test, or was interrupted)."""
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
 
 
 BACKGROUND_DEMO = pytest.StashKey[BackgroundDemo]()  # where tests/conftest.py keeps the one it started

@@ -159,6 +159,8 @@ def run_pytest(repo: Path, *targets: str, timeout: float = 300) -> PytestRun:
                COLUMNS="120", NO_COLOR="1")
     for name in ("CI", "BUILD_NUMBER"):  # pytest prints untruncated assertion diffs under CI: logs would differ
         env.pop(name, None)
+    for name in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS"):  # the caller's pytest options (--junitxml, --durations...)
+        env.pop(name, None)
     command = [sys.executable, *PYTEST_ARGS, f"--basetemp={basetemp}", *targets]
     done = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, timeout=timeout, check=False)
 
