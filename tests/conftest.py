@@ -26,6 +26,8 @@ from prefect_fixtures import (  # noqa: F401,E402 - pytest fixtures
     shared_model_cache,
 )
 
+import graph_planner  # noqa: E402,F401 - its runtime defaults (OMP_WAIT_POLICY) before any test imports torch
+
 HEAVY_MARKS = ("slow", "ray", "docker")
 
 
@@ -38,12 +40,13 @@ def bundled_samples(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return prepare_bundled_samples(tmp_path_factory.mktemp("bundled-samples"))
 
 
-def _needs_demo(item: pytest.Item) -> bool:
-    return fresh_clone_demo.FIXTURE in getattr(item, "fixturenames", ())
+#: The long runs the suite starts in the background when collection ends (tests/background.py): each module
+#: names its FIXTURE, MODULE, STASH key, ``start(workdir)``, ``attach(workdir)`` and ``can_start()``.
+BACKGROUND_JOBS = (verl_learning_job, fresh_clone_demo)
 
 
-def _needs_learning(item: pytest.Item) -> bool:
-    return verl_learning_job.FIXTURE in getattr(item, "fixturenames", ())
+def _needs(job, item: pytest.Item) -> bool:  # noqa: ANN001 - a module of BACKGROUND_JOBS
+    return job.FIXTURE in getattr(item, "fixturenames", ())
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -54,61 +57,67 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return item.nodeid.split("::")[0]
 
     heavy = {module(item) for item in items if any(item.get_closest_marker(mark) for mark in HEAVY_MARKS)}
-    items.sort(key=lambda item: (_needs_demo(item), _needs_learning(item), module(item) not in heavy))
+    items.sort(key=lambda item: (*(_needs(job, item) for job in reversed(BACKGROUND_JOBS)),
+                                 module(item) not in heavy))
+
+
+def _worker_input_key(job) -> str:  # noqa: ANN001
+    return f"background_dir:{job.FIXTURE}"
 
 
 def pytest_configure(config: pytest.Config) -> None:
     workerinput = getattr(config, "workerinput", None)
-    if workerinput is not None and fresh_clone_demo.WORKER_INPUT in workerinput:
-        # an xdist worker: the demo (if the test is selected) is the one the controller started
-        config.stash[fresh_clone_demo.BACKGROUND_DEMO] = fresh_clone_demo.BackgroundDemo.attach(
-            Path(workerinput[fresh_clone_demo.WORKER_INPUT]))
+    if workerinput is not None:
+        # an xdist worker: a background run (if its test is selected) is the one the controller started
+        for job in BACKGROUND_JOBS:
+            if _worker_input_key(job) in workerinput:
+                config.stash[job.STASH] = job.attach(Path(workerinput[_worker_input_key(job)]))
     elif config.pluginmanager.hasplugin("xdist") and config.getoption("numprocesses", None):
-        config.pluginmanager.register(_ControllerDemo(config), "fresh-clone-demo-controller")
+        config.pluginmanager.register(_ControllerJobs(config), "background-jobs-controller")
 
 
-class _ControllerDemo:
-    """Under pytest-xdist the controller starts the demo once, when the first worker's collection names the
-    fresh-clone test; the workers attach to it (its dir is in their ``workerinput``)."""
+class _ControllerJobs:
+    """Under pytest-xdist the controller starts each background run once, when the first worker's collection names
+    its test module; the workers attach to it (its dir is in their ``workerinput``)."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.workdir: Path | None = None
+        self.workdirs: dict[str, Path] = {}
 
-    def _dir(self) -> Path:
-        if self.workdir is None:
-            self.workdir = self.config._tmp_path_factory.mktemp("fresh")  # pytest's own basetemp, kept like tmp_path
-        return self.workdir
+    def _dir(self, job) -> Path:  # noqa: ANN001
+        if job.FIXTURE not in self.workdirs:  # pytest's own basetemp, kept like tmp_path
+            self.workdirs[job.FIXTURE] = self.config._tmp_path_factory.mktemp(job.FIXTURE)
+        return self.workdirs[job.FIXTURE]
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node) -> None:  # noqa: ANN001 - xdist's WorkerController
-        node.workerinput[fresh_clone_demo.WORKER_INPUT] = str(self._dir())
+        for job in BACKGROUND_JOBS:
+            node.workerinput[_worker_input_key(job)] = str(self._dir(job))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node, ids: list[str]) -> None:  # noqa: ANN001
-        if fresh_clone_demo.BACKGROUND_DEMO in self.config.stash or self.config.option.collectonly:
+        if self.config.option.collectonly:
             return
-        if fresh_clone_demo.venv_installed() and any(f"{fresh_clone_demo.MODULE}::" in nodeid for nodeid in ids):
-            self.config.stash[fresh_clone_demo.BACKGROUND_DEMO] = fresh_clone_demo.BackgroundDemo(self._dir())
+        for job in BACKGROUND_JOBS:
+            if (job.STASH not in self.config.stash and job.can_start()
+                    and any(f"{job.MODULE}::" in nodeid for nodeid in ids)):
+                self.config.stash[job.STASH] = job.start(self._dir(job))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """A selected test needs the fresh-clone ``make demo`` or the verl learning run: start it now, beside the rest
-    of the suite (under xdist the controller starts the demo, and a worker's fixture its own learning run)."""
+    """A selected test needs a background run (the fresh-clone ``make demo``, the verl learning run): start it now,
+    beside the rest of the suite (under xdist the controller starts them)."""
     config = session.config
     if config.option.collectonly or getattr(config, "workerinput", None) is not None:
         return
-    if (fresh_clone_demo.venv_installed() and fresh_clone_demo.BACKGROUND_DEMO not in config.stash
-            and any(_needs_demo(item) for item in session.items)):
-        workdir = config._tmp_path_factory.mktemp("fresh")  # pytest's own basetemp, kept like tmp_path
-        config.stash[fresh_clone_demo.BACKGROUND_DEMO] = fresh_clone_demo.BackgroundDemo(workdir)
-    if verl_learning_job.BACKGROUND_LEARNING not in config.stash and any(map(_needs_learning, session.items)):
-        workdir = config._tmp_path_factory.mktemp("verl_learning")
-        config.stash[verl_learning_job.BACKGROUND_LEARNING] = verl_learning_job.start(workdir)
+    for job in BACKGROUND_JOBS:
+        if (job.STASH not in config.stash and job.can_start()
+                and any(_needs(job, item) for item in session.items)):
+            config.stash[job.STASH] = job.start(config._tmp_path_factory.mktemp(job.FIXTURE))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    for key in (fresh_clone_demo.BACKGROUND_DEMO, verl_learning_job.BACKGROUND_LEARNING):
-        job = session.config.stash.get(key, None)
-        if job is not None:
-            job.stop()  # a no-op where the job has ended or was only attached to
+    for job in BACKGROUND_JOBS:
+        run = session.config.stash.get(job.STASH, None)
+        if run is not None:
+            run.stop()  # a no-op where the run has ended or was only attached to

@@ -75,6 +75,8 @@ class BackgroundDemo(BackgroundCommand):
         return cls(workdir, start=False)
 
 
-BACKGROUND_DEMO = pytest.StashKey[BackgroundDemo]()  # where tests/conftest.py keeps the one it started
-#: The pytest-xdist ``workerinput`` key naming the controller's demo dir (tests/conftest.py).
-WORKER_INPUT = "fresh_clone_demo_dir"
+# The background-run interface of tests/conftest.py (BACKGROUND_JOBS).
+STASH = pytest.StashKey[BackgroundDemo]()  # where tests/conftest.py keeps the one it started
+start = BackgroundDemo
+attach = BackgroundDemo.attach
+can_start = venv_installed  # the demo runs on the suite's own Makefile venv

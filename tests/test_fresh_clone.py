@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from fresh_clone_demo import BACKGROUND_DEMO, BackgroundDemo, make_demo, venv_installed
+from fresh_clone_demo import STASH, BackgroundDemo, make_demo, venv_installed
 
 from graph_planner.telemetry.trackers import read_step_metrics
 
@@ -24,7 +24,7 @@ def demo_runs(request, tmp_path_factory) -> tuple[Path, subprocess.CompletedProc
     """``make demo`` twice on one fresh clone: what a newcomer runs first, then again."""
     if not venv_installed():
         pytest.skip("the suite is not running from a Makefile venv (<venv>/.installed missing)")
-    demo = request.config.stash.get(BACKGROUND_DEMO, None) or BackgroundDemo(tmp_path_factory.mktemp("fresh"))
+    demo = request.config.stash.get(STASH, None) or BackgroundDemo(tmp_path_factory.mktemp("fresh"))
     first = demo.result()
     second = make_demo(demo.clone) if first.returncode == 0 else first
     return demo.clone, first, second

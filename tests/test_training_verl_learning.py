@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
-from verl_learning_job import BACKGROUND_LEARNING, STEPS, start
+from verl_learning_job import STASH, STEPS, start
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -26,8 +26,8 @@ RISE_BOUND = 0.0
 def verl_learning(request, tmp_path_factory):
     """SFT then ``STEPS`` verl GRPO steps, seed 0, from a fresh data / run dir: learning_curve's result dict. The
     run started beside the suite when collection ended (tests/verl_learning_job.py), or now."""
-    own = None if BACKGROUND_LEARNING in request.config.stash else start(tmp_path_factory.mktemp("verl_learning"))
-    done = (own or request.config.stash[BACKGROUND_LEARNING]).result()
+    own = None if STASH in request.config.stash else start(tmp_path_factory.mktemp("verl_learning"))
+    done = (own or request.config.stash[STASH]).result()
     assert done.returncode == 0, f"the verl learning run failed:\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
     (result,) = json.loads(done.stdout)["seeds"]
     yield result

@@ -31,4 +31,14 @@ def start(workdir: Path) -> BackgroundCommand:
     return BackgroundCommand("verl_learning", cmd, workdir, TIMEOUT_S, cwd=ROOT, env=env)
 
 
-BACKGROUND_LEARNING = pytest.StashKey[BackgroundCommand]()  # where tests/conftest.py keeps the one it started
+def attach(workdir: Path) -> BackgroundCommand:
+    """The run another process (the pytest-xdist controller) started under ``workdir``."""
+    return BackgroundCommand("verl_learning", [], workdir, TIMEOUT_S, start=False)
+
+
+def can_start() -> bool:
+    return True
+
+
+# The background-run interface of tests/conftest.py (BACKGROUND_JOBS).
+STASH = pytest.StashKey[BackgroundCommand]()  # where tests/conftest.py keeps the one it started

@@ -56,8 +56,9 @@ def cpu_hydra_overrides() -> dict[str, Any]:
         "actor_rollout_ref.actor.fsdp_config.optimizer_offload": False,
         "actor_rollout_ref.rollout.free_cache_engine": True,
         "data.dataloader_num_workers": 0,
-        # the agent loop sets reward_score itself: one idle reward-loop actor instead of 8 verl imports on few cores
-        "reward.num_workers": 1,
+        # the agent loop sets reward_score itself, so verl never asks a reward-loop worker (it would only for a
+        # missing score or a colocated reward model): none is started, one `import verl` process fewer per job
+        "reward.num_workers": 0,
     }
 
 
