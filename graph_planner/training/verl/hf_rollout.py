@@ -74,37 +74,22 @@ class HFRolloutServer:
         return kwargs
 
     def _generate(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> dict[str, Any]:
-        room = self.max_model_len - len(prompt_ids)
-        if room < 1:
-            raise ValueError(f"prompt of {len(prompt_ids)} tokens leaves no room within max_model_len "
-                             f"{self.max_model_len}")
-        max_new = min(int(sampling_params.get("max_tokens") or sampling_params.get("max_new_tokens") or room), room)
-        kwargs = self._generate_kwargs(sampling_params, max_new)
-        config = self.model.generation_config
-        input_ids = torch.tensor([prompt_ids], dtype=torch.long, device=self.device)
-        seed = sampling_params.get("seed")  # per request (the agent loop's): the same draws in any request order
-        with self._lock, torch.no_grad():
-            if seed is not None:
-                torch.manual_seed(int(seed))
-            out = self.model.generate(input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
-                                      pad_token_id=config.pad_token_id, eos_token_id=config.eos_token_id, **kwargs)
-        tokens = out.sequences[0, input_ids.shape[1]:].tolist()
-        logprobs: list[float] | None = None
-        if sampling_params.get("logprobs"):
-            logits = torch.stack(out.logits, dim=1)[0].float().cpu()  # [new tokens, vocab], raw (as vLLM reports)
-            chosen = torch.tensor(tokens, dtype=torch.long).unsqueeze(-1)
-            logprobs = torch.log_softmax(logits, dim=-1).gather(-1, chosen).squeeze(-1).tolist()
-        return {"token_ids": tokens, "log_probs": logprobs}
+        """One request: a round of one row (the same generate, budget, stop and log-prob rules)."""
+        row = {"prompt_ids": prompt_ids,
+               "max_tokens": sampling_params.get("max_tokens") or sampling_params.get("max_new_tokens")}
+        return self._generate_batch([row], sampling_params)[0]
 
     def _generate_batch(self, rows: list[dict[str, Any]], sampling_params: dict[str, Any]) -> list[dict[str, Any]]:
-        """A lockstep round (:mod:`graph_planner.training.verl.lockstep`): every row in ONE left-padded
-        ``generate``, each row cut to its own ``max_tokens`` and first stop token; seeded once by the round's seed."""
+        """Every row in ONE left-padded ``generate`` (a lockstep round, :mod:`graph_planner.training.verl.lockstep`,
+        or a single request), each row cut to its own ``max_tokens`` and first stop token; seeded once by
+        ``sampling_params["seed"]`` (per request: the same draws in any request order)."""
         prompts = [list(row["prompt_ids"]) for row in rows]
         budgets = []
         for i, (row, ids) in enumerate(zip(rows, prompts)):
             room = self.max_model_len - len(ids)
             if room < 1:
-                raise ValueError(f"batch row {i}: prompt of {len(ids)} tokens leaves no room within max_model_len "
+                where = f"batch row {i}: " if len(rows) > 1 else ""
+                raise ValueError(f"{where}prompt of {len(ids)} tokens leaves no room within max_model_len "
                                  f"{self.max_model_len}")
             budgets.append(min(int(row.get("max_tokens") or room), room))
         config = self.model.generation_config

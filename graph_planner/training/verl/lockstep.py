@@ -61,8 +61,6 @@ class LockstepRounds:
         self._joined = 0
         self._playing: set[int] = set()
         self._pending: dict[int, _Request] = {}
-        self.rounds = 0  # batched calls sent (what tests and logs read)
-        self.largest = 0  # most rows in one call
         self._check_scheduled = False
 
     def join(self) -> int:
@@ -120,8 +118,6 @@ class LockstepRounds:
             shared = {k: v for k, v in request.sampling_params.items() if k not in PER_ROW_KEYS}
             groups.setdefault(json.dumps(shared, sort_keys=True, default=str), []).append(request)
         for group in groups.values():
-            self.rounds += 1
-            self.largest = max(self.largest, len(group))
             task = asyncio.ensure_future(self._send_group(group))
             _IN_FLIGHT.add(task)
             task.add_done_callback(_IN_FLIGHT.discard)
