@@ -57,7 +57,7 @@ undeploy:
 test: $(STAMP)
 	@if [ "$${CI:-}" = "true" ] || [ "$$(id -u)" = "0" ]; then bash scripts/docker-up.sh >/dev/null || echo "docker-up failed (docker tests will report why)"; fi; \
 	if [ -f .cache/docker/env.sh ]; then . ./.cache/docker/env.sh; fi; \
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not docker and not slow and not ray"

@@ -373,9 +373,26 @@ def test_sandbox_closed_and_slot_freed_on_cancellation(tmp_path, prepared, token
     assert loop.slots.held_count() == 0
 
 
+class RendezvousServer(ScriptedServerManager):
+    """Answers no turn until ``peers`` sandboxes have been open at once (or ``patience_s`` passed): the test then
+    sees the cap reached whatever the machine's load (a slow sandbox start no longer lets the first episode end
+    before the second opens), and a cap that ran episodes one at a time still shows as 1 open at most."""
+
+    def __init__(self, tokenizer: Any, replies: list[str], ledger: SandboxLedger, peers: int,
+                 patience_s: float = 10.0) -> None:
+        super().__init__(tokenizer, replies)
+        self.ledger, self.peers, self.patience_s = ledger, peers, patience_s
+
+    async def generate(self, request_id: str, **kwargs: Any) -> TokenOutput:
+        deadline = time.monotonic() + self.patience_s
+        while self.ledger.max_open < self.peers and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        return await super().generate(request_id, **kwargs)
+
+
 def test_concurrent_loops_never_exceed_the_sandbox_cap(tmp_path, prepared, tokenizer, ledger):
     prepared_dir, row = prepared
-    server = ScriptedServerManager(tokenizer, [NOTE], delay_s=0.1)
+    server = RendezvousServer(tokenizer, [NOTE], ledger, peers=2)
     config = write_run_config(tmp_path, prepared_dir, "none", parallel={"workflow_parallel": 2},
                               env={"max_steps": 2})
 
