@@ -19,14 +19,15 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from graph_planner.config.loader import load_run_config  # noqa: E402  (after the sys.path line)
 from graph_planner.episode.turns import Trajectory, Turn  # noqa: E402  (after the sys.path line)
 from graph_planner.training.local.trainer import LocalGRPOTrainer  # noqa: E402  (after the sys.path line)
+
+# isort: split
+import torch  # noqa: E402 - after graph_planner, whose runtime defaults (OMP_WAIT_POLICY) must precede torch's OpenMP
 
 
 class PromptTask:

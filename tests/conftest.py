@@ -1,12 +1,12 @@
 """Shared pytest fixtures. Prefect's are opt-in: a flow test module sets
 ``pytestmark = pytest.mark.usefixtures("prefect_harness")`` or requests ``flow_workspace``.
 
-The suite also runs on pytest-xdist workers as ``pytest -n 2 --dist loadfile`` (a test module runs whole on one
-worker, so its module fixtures, a verl job, a Ray head, a Prefect server, are made once). It is not `make test`'s
-way: on an idle 2-core machine it took 36:19 against ~21-25 min sequentially (2026-11-28, docs/testing.md), the two
-workers, the background demo and the Ray / Docker daemons oversubscribing two cores.
-(``--dist loadgroup`` would let modules share a worker, but pytest-xdist 3.8 sets the group through
-``item._nodeid``, which pytest 9.2 no longer reads.)"""
+`make test` runs the suite on two pytest-xdist workers, ``pytest -n 2 --dist loadfile`` (a test module runs whole
+on one worker, so its module fixtures, a verl job, a Ray head, a Prefect server, are made once); the xdist
+controller starts the background runs (``_ControllerJobs``). The flags are on the command line, not in
+``PYTEST_ADDOPTS``: tests that run pytest inside a task repository would inherit them. Measured in
+docs/testing.md ("Ninth session"). (``--dist loadgroup`` would let modules share a worker, but pytest-xdist 3.8
+sets the group through ``item._nodeid``, which pytest 9.2 no longer reads.)"""
 
 import os
 from pathlib import Path

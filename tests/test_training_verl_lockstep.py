@@ -142,3 +142,26 @@ def test_one_rounds_object_per_event_loop():
 
     assert asyncio.run(joins()) == [0, 1]
     assert asyncio.run(joins()) == [0, 1]  # a new event loop starts new rounds
+
+
+class ForeignServer(RecordingServer):
+    """A server that is not the project's hf rollout: it answers a batched request as one request (no ``batch``
+    rows), or, ``drop`` set, with one row fewer than it was sent."""
+
+    def __init__(self, drop: bool) -> None:
+        super().__init__()
+        self.drop = drop
+
+    async def generate(self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any]) -> Any:
+        out = await super().generate(request_id, prompt_ids=prompt_ids, sampling_params=sampling_params)
+        rows = out.extra_fields[BATCH_KEY]
+        out.extra_fields = {"global_steps": 7, **({BATCH_KEY: rows[:-1]} if self.drop else {})}
+        return out
+
+
+@pytest.mark.parametrize(("drop", "said"), [(False, "with no batch"), (True, "with 1 rows")])
+def test_a_server_that_does_not_answer_every_row_is_refused_by_name_and_nobody_waits(drop, said):
+    """A round's rows must come back one answer each: a server that answers fewer (or none) would leave an episode
+    with another's tokens or none. Every member gets the error naming the hf rollout; none hangs."""
+    with pytest.raises(RuntimeError, match=f"batched request of 2 rows {said}: .*training.rollout_engine: hf"):
+        run_members([2, 2], [[0, 0], [0, 0]], ForeignServer(drop))
