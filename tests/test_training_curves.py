@@ -224,3 +224,18 @@ def test_the_learning_curve_reads_the_grad_norm_through_the_alias_table(tmp_path
                  + "\n")
     monkeypatch.setitem(CURVES, "grad_norm", (*CURVES["grad_norm"], "new/grad_norm"))
     assert learning_curve.run_learning(config, window=1)["grad_norm"] == [0.7, 0.4, 0.2]
+
+
+def test_the_learning_curve_reports_a_metric_the_engine_did_not_log_as_null_not_zero(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """verl logs no ``advantage/abs_mean`` (its advantages are ``critic/advantages/*``): the curve must not show a
+    0.0 there, which reads as a run that learned nothing."""
+    from graph_planner.training import learning_curve
+
+    run_dir = verl_run(tmp_path)
+    with (run_dir / "metrics.jsonl").open("a") as fh:
+        fh.write(json.dumps({"kind": "metrics", "step": 3, "metrics": {"reward/mean": 1.0,
+                                                                       "advantage/abs_mean": 0.51234}}) + "\n")
+    monkeypatch.setattr(learning_curve, "train_through_api", lambda config: run_dir)
+    config = load_run_config(None, {"training.sft.enabled": False, "training.backend": "verl"})
+    assert learning_curve.run_learning(config, window=1)["advantage_abs_mean"] == [None, None, 0.5123]
