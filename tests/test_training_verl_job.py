@@ -158,7 +158,7 @@ def test_verl_path_metrics_carry_the_seed_names_in_the_run_trackers(two_steps):
         assert by_step[step]["episodes"] == 4.0  # train_batch_size 2 x group_size 2, from the agent-loop workers
         # the env's episode summaries, through the same metric function as the local engine (loc/* included)
         assert {"loc/m_recall", "loc/episodes", "reward/frac_zero_std", "completions/clipped_ratio",
-                "reward/resolved_rate"} <= set(by_step[step]), sorted(by_step[step])
+                "reward/resolved_rate", "advantage/abs_mean"} <= set(by_step[step]), sorted(by_step[step])
     assert any(key.startswith("ray/") for metrics in by_step.values() for key in metrics)
     assert list((run_dir / "tensorboard").rglob("events.out.tfevents.*"))
     episodes = [json.loads(line) for line in (run_dir / "verl" / "episodes.jsonl").read_text().splitlines()]

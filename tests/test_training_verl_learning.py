@@ -57,6 +57,8 @@ def test_verl_grpo_raises_the_training_reward_from_the_sft_model(verl_learning) 
     assert result["backend"] == "verl" and result["steps"] == STEPS, result
     assert all(std > 0 for std in result["reward_std"]), result["reward_std"]
     assert all(g > 0 for g in result["grad_norm"]), result["grad_norm"]
+    # the advantages verl trained on, under the local engine's name (graph_planner/training/verl/compat.py)
+    assert all(a is not None and a > 0 for a in result["advantage_abs_mean"]), result["advantage_abs_mean"]
     assert result["parse_error_first"] < 0.5, result
     assert result["rise"] > RISE_BOUND, result
 
