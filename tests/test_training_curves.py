@@ -228,8 +228,9 @@ def test_the_learning_curve_reads_the_grad_norm_through_the_alias_table(tmp_path
 
 def test_the_learning_curve_reports_a_metric_the_engine_did_not_log_as_null_not_zero(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """verl logs no ``advantage/abs_mean`` (its advantages are ``critic/advantages/*``): the curve must not show a
-    0.0 there, which reads as a run that learned nothing."""
+    """A step without ``advantage/abs_mean`` (a verl run from before graph_planner/training/verl/compat.py added
+    it; the fixture's bridge input has only verl's ``critic/*``): the curve must not show a 0.0 there, which reads
+    as a run that learned nothing."""
     from graph_planner.training import learning_curve
 
     run_dir = verl_run(tmp_path)

@@ -74,8 +74,8 @@ def run_learning(config: RunConfig, window: int = 5) -> dict[str, Any]:
         "resolved_rate": [round(s.get("reward/resolved_rate", s.get("patch_success_rate", 0.0)), 4) for s in steps],
         "loc_m_recall": [round(s.get("loc/m_recall", 0.0), 4) for s in steps],
         "grad_norm": [round(grad_norms.get(s["step"], 0.0), 4) for s in steps],
-        # the local engine's name; verl logs its advantages only as critic/advantages/{mean,max,min}: null there,
-        # not a 0.0 that reads as "no advantage, nothing learned"
+        # null where the run did not log it (a verl run from before compat added it), not a 0.0 that reads as
+        # "no advantage, nothing learned"
         "advantage_abs_mean": [None if s.get("advantage/abs_mean") is None else round(s["advantage/abs_mean"], 4)
                                for s in steps],
         "window": window,
